@@ -1,0 +1,86 @@
+"""Column names and dtypes of the trace DataFrames: the one place they are spelled.
+
+Times in frames are float seconds relative to the tracer's epoch (``epoch_ns`` on the
+``perf_counter_ns`` clock, anchored to wall time by ``wall_epoch``), so
+``wall_epoch + submit_ts`` is a Unix timestamp.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BUILTIN_PHASES",
+    "LIFECYCLE_EVENTS",
+    "SCHEMA_VERSION",
+    "SESSION_COLUMNS",
+    "SPAN_COLUMNS",
+    "STATUSES",
+    "TASK_COLUMNS",
+    "TERMINAL_STATUSES",
+    "phase_column",
+]
+
+SCHEMA_VERSION = 1
+
+# -- statuses -------------------------------------------------------------------------
+STATUSES = ("pending", "accepted", "rejected", "failed", "cancelled")
+TERMINAL_STATUSES = frozenset(STATUSES[1:])
+
+# -- lifecycle marks of a task (in order) ------------------------------------------------
+LIFECYCLE_EVENTS = ("submit", "dispatch", "start", "end", "consume")
+
+BUILTIN_PHASES = ("generate", "reward", "toolcall")
+
+# -- index / key columns ---------------------------------------------------------------
+TASK_ID = "task_id"
+SESSION_ID = "session_id"
+
+# -- tasks frame (index: task_id) ------------------------------------------------------
+STATUS = "status"
+REASON = "reason"
+ERROR = "error"
+WORKER = "worker"
+SUBMIT_TS = "submit_ts"
+DISPATCH_TS = "dispatch_ts"
+START_TS = "start_ts"
+END_TS = "end_ts"
+CONSUME_TS = "consume_ts"
+QUEUE_S = "queue_s"  # dispatch - submit
+RUN_S = "run_s"  # end - start
+TOTAL_S = "total_s"  # end - submit
+N_SESSIONS = "n_sessions"
+PROMPT_TOKENS = "prompt_tokens"
+COMPLETION_TOKENS = "completion_tokens"
+
+TASK_COLUMNS = (
+    STATUS, REASON, ERROR, WORKER,
+    SUBMIT_TS, DISPATCH_TS, START_TS, END_TS, CONSUME_TS,
+    QUEUE_S, RUN_S, TOTAL_S, N_SESSIONS, PROMPT_TOKENS, COMPLETION_TOKENS,
+)  # followed by one ``<phase>_s`` column per registered phase, then task attributes
+
+# -- sessions frame (index: task_id, session_id) ------------------------------------------
+SERVER = "server"
+STOP_REASON = "stop_reason"
+TTFT_S = "ttft_s"
+ITL_S = "itl_s"  # mean inter-token latency of the session's streamed generations
+CONTINUATIONS = "continuations"
+RETRIES = "retries"
+
+SESSION_COLUMNS = (
+    STATUS, START_TS, END_TS, TOTAL_S, SERVER, PROMPT_TOKENS, COMPLETION_TOKENS,
+    STOP_REASON, TTFT_S, ITL_S, CONTINUATIONS, RETRIES,
+)  # followed by ``<phase>_s`` columns, then any other session attribute
+
+# -- spans frame (tidy, one row per phase span) ----------------------------------------
+PHASE = "phase"
+START = "start"
+END = "end"
+DURATION = "duration"
+CLOSED_AT_FINALIZE = "closed_at_finalize"
+
+SPAN_COLUMNS = (TASK_ID, SESSION_ID, PHASE, START, END, DURATION, SERVER, STATUS,
+                CLOSED_AT_FINALIZE)
+
+
+def phase_column(phase: str) -> str:
+    """The tasks/sessions column holding the total seconds spent in ``phase``."""
+    return f"{phase}_s"
