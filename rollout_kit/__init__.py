@@ -45,6 +45,7 @@ from .ids import TaskIdGenerator
 from .io import ModelRequest, ModelResponse, RolloutResult
 
 __all__ = [
+    "__version__",
     "ConfigError",
     "ControllerStateError",
     "DuplicateTaskIdError",
@@ -78,5 +79,4 @@ __all__ = [
     "TraceStateError",
     "UnknownTaskIdError",
     "WorkflowError",
-    "__version__",
 ]

@@ -1,0 +1,19 @@
+"""Shared fixtures. Matplotlib uses Agg here (not via MPLBACKEND, which would leak into the
+nbval kernels and strip their figures)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures() -> Iterator[None]:
+    yield
+    plt.close("all")
