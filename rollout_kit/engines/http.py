@@ -1,0 +1,417 @@
+"""The HTTP layer of the engines: the one place on the client side that imports aiohttp.
+
+It owns
+
+* one shared ``aiohttp.ClientSession`` per engine per event loop (:class:`HttpClient`),
+  created lazily on the loop that uses it, with a connector sized for thousands of
+  concurrent requests (aiohttp's default limit of 100 throttles time to first token);
+* :func:`map_aiohttp_errors`, the single boundary that turns aiohttp / timeout exceptions
+  into :mod:`rollout_kit.errors` classes, and :func:`make_status_error`, the one
+  status → class factory;
+* :func:`call_with_retries`, retries as policy (:class:`~rollout_kit.config.RetryPolicy`):
+  exponential backoff with jitter, ``Retry-After``, a total deadline;
+* an SSE reader that stamps each event with ``perf_counter_ns`` when it arrives.
+
+Error messages name the server, the endpoint, the status and a *truncated* body; they never
+contain a whole prompt or the API key.
+
+Usage::
+
+    client = HttpClient(EngineConfig())
+    body = await client.request_json("127.0.0.1:30000", "GET", "/health", timeout=5)
+    await client.aclose()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+import aiohttp
+import orjson
+
+from ..config import EngineConfig, RetryPolicy
+from ..errors import (
+    EngineBadRequestError,
+    EngineConnectionError,
+    EngineError,
+    EngineOverloadedError,
+    EngineResponseError,
+    EngineServerError,
+    EngineStatusError,
+    EngineTimeoutError,
+    truncate,
+)
+
+__all__ = [
+    "HttpClient",
+    "RetryState",
+    "SSEEvent",
+    "base_url",
+    "call_with_retries",
+    "error_message_of",
+    "is_connect_failure",
+    "is_retryable",
+    "make_status_error",
+    "map_aiohttp_errors",
+    "parse_json",
+    "server_name",
+]
+
+logger = logging.getLogger("rollout_kit.engines")
+
+T = TypeVar("T")
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_DONE = b"[DONE]"
+
+
+def server_name(address: str) -> str:
+    """``host:port`` of an address given as ``host:port`` or ``http://host:port[/]``."""
+    a = address.strip()
+    for prefix in ("http://", "https://"):
+        if a.startswith(prefix):
+            a = a[len(prefix):]
+    return a.rstrip("/")
+
+
+def base_url(address: str) -> str:
+    """``http://host:port`` (scheme kept when given) of an address."""
+    a = address.strip().rstrip("/")
+    return a if a.startswith(("http://", "https://")) else f"http://{a}"
+
+
+# -- error mapping --------------------------------------------------------------------
+
+
+def error_message_of(body: bytes | str) -> str:
+    """The human message inside an error body, for both servers' nested and flat shapes.
+
+    ``{"error": {"message": ...}}`` (vLLM ≥ 0.10.1, SGLang ValueError), flat
+    ``{"object": "error", "message": ...}``, ``{"error": "<str>"}`` (SGLang 0.5.23 contract
+    gate, vLLM RL routes), FastAPI ``{"detail": ...}``, or the raw text.
+    """
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text.strip()
+    if isinstance(obj, dict):
+        inner = obj.get("error", obj)
+        if isinstance(inner, str):
+            return inner
+        if isinstance(inner, dict):
+            for key in ("message", "detail"):
+                if isinstance(inner.get(key), str):
+                    return str(inner[key])
+        if "detail" in obj:
+            return str(obj["detail"])
+    return text.strip()
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float | None:
+    if not headers:
+        return None
+    raw = headers.get("Retry-After")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None  # an HTTP date: not worth parsing for a local server
+    return value if value >= 0 else None
+
+
+def make_status_error(status: int, body: bytes | str, *, server: str, endpoint: str,
+                      headers: Mapping[str, str] | None = None,
+                      hint: str = "") -> EngineStatusError:
+    """The one status → class factory.
+
+    429/503 → :class:`EngineOverloadedError` (with ``retry_after`` from ``Retry-After``),
+    5xx and 408 → :class:`EngineServerError`, other 4xx → :class:`EngineBadRequestError`.
+    The message names server, endpoint and status and quotes a truncated body.
+    """
+    cls: type[EngineStatusError]
+    if status in (429, 503):
+        cls = EngineOverloadedError
+    elif status >= 500 or status == 408:
+        cls = EngineServerError
+    else:
+        cls = EngineBadRequestError
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    detail = truncate(error_message_of(text))
+    message = f"{server} {endpoint} answered HTTP {status}: {detail}"
+    if hint:
+        message = f"{message}. {hint}"
+    return cls(message, status=status, body=text, server=server, endpoint=endpoint,
+               retry_after=_retry_after(headers))
+
+
+@contextlib.contextmanager
+def map_aiohttp_errors(server: str, endpoint: str) -> Iterator[None]:
+    """Translate aiohttp and timeout exceptions into :mod:`rollout_kit.errors` classes.
+
+    The only place that catches ``aiohttp.ClientError``; the original exception is kept as
+    ``__cause__``.
+    """
+    try:
+        yield
+    except EngineError:
+        raise
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise EngineTimeoutError(
+            f"{server} {endpoint}: no complete answer within the timeout",
+            server=server, endpoint=endpoint) from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise EngineConnectionError(
+            f"cannot connect to {server} ({endpoint}): {exc.os_error or exc}",
+            server=server, endpoint=endpoint) from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise EngineConnectionError(
+            f"{server} {endpoint}: the response body was cut off ({type(exc).__name__})",
+            server=server, endpoint=endpoint) from exc
+    except aiohttp.ClientError as exc:
+        raise EngineConnectionError(
+            f"{server} {endpoint}: connection failed ({type(exc).__name__}: "
+            f"{truncate(str(exc), 200)})", server=server, endpoint=endpoint) from exc
+
+
+def is_connect_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` means the server could not be reached at all (refused, no route)."""
+    return isinstance(exc, EngineConnectionError) and isinstance(
+        exc.__cause__, aiohttp.ClientConnectorError)
+
+
+def parse_json(body: bytes, *, server: str, endpoint: str, hint: str = "") -> Any:
+    """Decode a 2xx JSON body or raise :class:`EngineResponseError` quoting a truncated body."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = body.decode("utf-8", "replace")
+        looks_html = text.lstrip()[:15].lower().startswith(("<!doctype", "<html"))
+        what = "an HTML page" if looks_html else "a body that is not JSON"
+        message = f"{server} {endpoint} returned {what}: {truncate(text, 200)!r}"
+        if hint:
+            message = f"{message}. {hint}"
+        raise EngineResponseError(message, server=server, endpoint=endpoint) from None
+
+
+# -- retries ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RetryState:
+    """What :func:`call_with_retries` did: retries made and the last failure's status."""
+
+    retries: int = 0
+    last_status: int | None = None
+
+
+def is_retryable(exc: BaseException, policy: RetryPolicy) -> bool:
+    """Connection errors, timeouts, malformed 2xx bodies and ``policy.retry_statuses``."""
+    if isinstance(exc, EngineStatusError):
+        return exc.status in policy.retry_statuses
+    return isinstance(exc, EngineConnectionError | EngineResponseError)
+
+
+async def call_with_retries(attempt: Callable[[int, float], Awaitable[T]], *,
+                            policy: RetryPolicy, request_timeout: float, total_timeout: float,
+                            state: RetryState | None = None, what: str = "request") -> T:
+    """Run ``attempt(i, timeout)`` until it succeeds, retrying per ``policy``.
+
+    Args:
+        attempt: one try; gets the 0-based attempt number and its timeout in seconds.
+        policy: which errors to retry and how long to back off.
+        request_timeout: the bound of one attempt.
+        total_timeout: the bound of all attempts and backoffs together.
+        state: filled with the number of retries and the last error status.
+        what: a name for log lines.
+
+    Raises:
+        EngineError: the last error, when it is not retryable or the budget is spent.
+    """
+    st = state if state is not None else RetryState()
+    deadline = time.monotonic() + total_timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            return await attempt(st.retries, min(request_timeout, max(remaining, 1e-3)))
+        except EngineError as exc:
+            if isinstance(exc, EngineStatusError):
+                st.last_status = exc.status
+            retry_after = exc.retry_after if isinstance(exc, EngineStatusError) else None
+            delay = policy.delay(st.retries, retry_after, random.random())
+            remaining = deadline - time.monotonic()
+            if (not is_retryable(exc, policy) or st.retries >= policy.max_retries
+                    or delay >= remaining):
+                raise
+            logger.debug("retrying %s in %.3fs after %s (retry %d/%d)", what, delay,
+                         type(exc).__name__, st.retries + 1, policy.max_retries)
+            await asyncio.sleep(delay)
+            st.retries += 1
+
+
+# -- the client -------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class SSEEvent:
+    """One ``data:`` event of a server-sent-event stream and when it arrived."""
+
+    t_ns: int
+    data: Any
+
+
+class HttpClient:
+    """One shared aiohttp session per event loop, plus JSON and SSE helpers.
+
+    Args:
+        config: the engine's config (connection limit, read buffer, timeouts, api key).
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self._config = config
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stale: list[tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop]] = []
+        self._default_timeout: aiohttp.ClientTimeout | None = None
+
+    def __repr__(self) -> str:
+        return f"HttpClient(max_connections={self._config.max_connections})"
+
+    def _headers(self) -> dict[str, str]:
+        if self._config.api_key:
+            return {"Authorization": f"Bearer {self._config.api_key}"}
+        return {}
+
+    def session(self) -> aiohttp.ClientSession:
+        """The session of the running loop, created on first use on that loop."""
+        loop = asyncio.get_running_loop()
+        s = self._session
+        if s is not None and self._loop is loop and not s.closed:
+            return s
+        if s is not None and self._loop is not None and not s.closed:
+            self._stale.append((s, self._loop))  # made on another loop: never reused here
+        connector = aiohttp.TCPConnector(
+            limit=self._config.max_connections, limit_per_host=0,
+            keepalive_timeout=75.0, ttl_dns_cache=300)
+        self._session = aiohttp.ClientSession(
+            connector=connector, read_bufsize=self._config.read_bufsize,
+            headers=self._headers(), json_serialize=lambda o: orjson.dumps(o).decode())
+        self._loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the sessions; those of other, still-open loops are closed there."""
+        current = asyncio.get_running_loop()
+        sessions = list(self._stale)
+        if self._session is not None and self._loop is not None:
+            sessions.append((self._session, self._loop))
+        self._session, self._loop, self._stale = None, None, []
+        for s, owner in sessions:
+            if s.closed:
+                continue
+            if owner is current:
+                await s.close()
+            elif owner.is_running() and not owner.is_closed():
+                asyncio.run_coroutine_threadsafe(s.close(), owner)
+            else:
+                s.detach()  # its loop is gone; the sockets went with it
+
+    def _timeout(self, timeout: float) -> aiohttp.ClientTimeout:
+        if timeout == self._config.timeouts.request and self._default_timeout is not None:
+            return self._default_timeout
+        t = aiohttp.ClientTimeout(total=timeout, sock_connect=self._config.timeouts.connect)
+        if timeout == self._config.timeouts.request:
+            self._default_timeout = t
+        return t
+
+    async def request(self, server: str, method: str, endpoint: str, *,
+                      payload: Any = None, params: Mapping[str, str] | None = None,
+                      timeout: float, hint: str = "") -> bytes:
+        """One attempt; returns the raw 2xx body or raises a mapped :class:`EngineError`."""
+        data = orjson.dumps(payload) if payload is not None else None
+        url = base_url(server) + endpoint
+        with map_aiohttp_errors(server, endpoint):
+            async with self.session().request(
+                    method, url, data=data, params=params,
+                    headers=_JSON_HEADERS if data is not None else None,
+                    timeout=self._timeout(timeout)) as resp:
+                body = await resp.read()
+                if resp.status >= 400:
+                    raise make_status_error(resp.status, body, server=server,
+                                            endpoint=endpoint, headers=resp.headers,
+                                            hint=hint if resp.status in (404, 405) else "")
+                return body
+
+    async def request_json(self, server: str, method: str, endpoint: str, *,
+                           payload: Any = None, params: Mapping[str, str] | None = None,
+                           timeout: float, hint: str = "") -> Any:
+        """Like :meth:`request` and decode the body as JSON (empty body → ``None``)."""
+        body = await self.request(server, method, endpoint, payload=payload, params=params,
+                                  timeout=timeout, hint=hint)
+        if not body.strip():
+            return None
+        return parse_json(body, server=server, endpoint=endpoint, hint=hint)
+
+    async def stream_sse(self, server: str, endpoint: str, payload: Any, *, timeout: float,
+                         hint: str = "") -> AsyncIterator[SSEEvent]:
+        """POST ``payload`` and yield each decoded ``data:`` event with its arrival time.
+
+        Ends at ``data: [DONE]``. A stream that closes before ``[DONE]`` raises
+        :class:`EngineResponseError` (retryable); an ``{"error": ...}`` event raises the
+        matching :class:`EngineStatusError`.
+        """
+        url = base_url(server) + endpoint
+        with map_aiohttp_errors(server, endpoint):
+            async with self.session().post(url, data=orjson.dumps(payload),
+                                           headers=_JSON_HEADERS,
+                                           timeout=self._timeout(timeout)) as resp:
+                if resp.status >= 400:
+                    body = await resp.read()
+                    raise make_status_error(resp.status, body, server=server,
+                                            endpoint=endpoint, headers=resp.headers,
+                                            hint=hint if resp.status in (404, 405) else "")
+                async for line in resp.content:
+                    t_ns = time.perf_counter_ns()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == _DONE:
+                        return
+                    try:
+                        obj = orjson.loads(data)
+                    except orjson.JSONDecodeError:
+                        _raise_bad_event(data, server, endpoint, hint)
+                    if isinstance(obj, dict) and "error" in obj:
+                        _raise_stream_error(obj, data, server, endpoint)
+                    yield SSEEvent(t_ns, obj)
+        raise EngineResponseError(
+            f"{server} {endpoint}: the event stream ended before 'data: [DONE]'",
+            server=server, endpoint=endpoint)
+
+
+def _raise_bad_event(data: bytes, server: str, endpoint: str, hint: str) -> NoReturn:
+    message = (f"{server} {endpoint} sent a stream event that is not JSON: "
+               f"{truncate(data.decode('utf-8', 'replace'), 200)!r}")
+    raise EngineResponseError(f"{message}. {hint}" if hint else message,
+                              server=server, endpoint=endpoint)
+
+
+def _raise_stream_error(obj: dict[str, Any], raw: bytes, server: str,
+                        endpoint: str) -> NoReturn:
+    err = obj["error"]
+    status = 400
+    if isinstance(err, dict):
+        code = err.get("code")
+        if isinstance(code, int) and 400 <= code <= 599:
+            status = code
+        elif err.get("retryable") is True:
+            status = 500
+    raise make_status_error(status, raw, server=server, endpoint=endpoint)

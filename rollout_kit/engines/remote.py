@@ -1,0 +1,567 @@
+"""``RemoteInfEngine``: generation against SGLang / vLLM servers, shared by both flavours.
+
+Routing (:mod:`.routing`), sessions, error mapping and retries (:mod:`.http`), the
+abort → continue loop, server control and tracing live here once; the flavour adapters
+(:mod:`.sglang`, :mod:`.vllm`) only translate bodies. :class:`RemoteSGLangEngine` and
+:class:`RemotevLLMEngine` are thin facades.
+
+Usage::
+
+    async with RemoteSGLangEngine(["127.0.0.1:30000", "127.0.0.1:30001"]) as engine:
+        resp = await engine.agenerate(ModelRequest(input_ids=[1, 2, 3]))
+
+Partial rollouts: when a server aborts a generation (``pause_generation`` before a weight
+update, ``/abort_request``), the tokens it returned are kept, the engine waits while the
+servers are paused, and it resends prompt + partial output with the budget that remains of
+the **original** ``max_new_tokens`` (AReaL #858 used the decremented one). Each token is
+stamped with :meth:`RemoteInfEngine.get_version` as it arrives.
+
+Streaming (``EngineConfig.stream``): ``ttft`` is the time from the call to the first token
+kept; ``itl`` holds one gap per later token-carrying event within one server response (gaps
+across a continuation, which include the pause, are left out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..config import EngineConfig, GenerationConfig
+from ..errors import (
+    ConfigError,
+    ControllerStateError,
+    EngineError,
+    EngineResponseError,
+    NoHealthyServerError,
+    truncate,
+)
+from ..io import ModelRequest, ModelResponse, StopReason
+from ..tracing import annotate, increment
+from .backend import Backend, ControlRequest, Segment
+from .base import InferenceEngine
+from .http import (
+    HttpClient,
+    RetryState,
+    call_with_retries,
+    is_connect_failure,
+    parse_json,
+    server_name,
+)
+from .prometheus import parse_prometheus
+from .routing import Router, route_key
+from .sglang import SGLangBackend
+from .vllm import VLLMBackend
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["RemoteInfEngine", "RemoteSGLangEngine", "RemotevLLMEngine"]
+
+logger = logging.getLogger("rollout_kit.engines")
+
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+_MAX_PAUSE_POLL_S = 1.0
+
+
+class _State(enum.Enum):
+    UNOPENED = "unopened"
+    OPENED = "opened"
+    CLOSED = "closed"
+
+
+@dataclass(slots=True)
+class _Output:
+    """The tokens of one ``agenerate`` call, accumulated over continuations."""
+
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)
+    text: str = ""
+    has_text: bool = False
+    first_token_ns: int | None = None
+    itl: list[float] = field(default_factory=list)
+    cached_tokens: int = 0
+    server_timing: dict[str, float] = field(default_factory=dict)
+
+    def add(self, seg: Segment, versions: list[int]) -> None:
+        self.tokens.extend(seg.tokens)
+        self.logprobs.extend(seg.logprobs)
+        self.versions.extend(versions)
+        if seg.text is not None:
+            self.text += seg.text
+            self.has_text = True
+        if seg.chunks and self.first_token_ns is None:
+            self.first_token_ns = seg.chunks[0][0]
+        if len(seg.chunks) > 1:
+            self.itl.extend((b[0] - a[0]) / 1e9
+                            for a, b in zip(seg.chunks, seg.chunks[1:], strict=False))
+        self.cached_tokens += seg.cached_tokens
+        self.server_timing.update(seg.server_timing)
+
+
+def _addresses(addresses: str | Sequence[str]) -> list[str]:
+    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
+    servers = [server_name(a) for a in items if isinstance(a, str) and a.strip()]
+    if not servers or len(servers) != len(items):
+        raise ConfigError(f"server addresses must be non-empty 'host:port' strings, "
+                          f"got {addresses!r}")
+    return servers
+
+
+def _budget(gconfig: GenerationConfig, prompt_len: int) -> int:
+    bound = min(gconfig.max_new_tokens, gconfig.max_tokens - prompt_len)
+    if bound <= 0:
+        raise ConfigError(f"the prompt has {prompt_len} tokens and max_tokens="
+                          f"{gconfig.max_tokens} leaves no room for output tokens")
+    return bound
+
+
+class RemoteInfEngine(InferenceEngine):
+    """An engine over one or more servers of one flavour.
+
+    Args:
+        addresses: ``host:port`` (or ``http://host:port``) strings, or one comma-separated
+            string.
+        backend: the flavour adapter (:class:`SGLangBackend`, :class:`VLLMBackend`).
+        config: routing, timeouts, retries, streaming, api key, …
+        name: a short name for traces and reprs (default: flavour and addresses).
+    """
+
+    def __init__(self, addresses: str | Sequence[str], backend: Backend, *,
+                 config: EngineConfig | None = None, name: str | None = None) -> None:
+        self.config = config if config is not None else EngineConfig()
+        self.backend = backend
+        servers = _addresses(addresses)
+        self.name = name or f"{backend.flavour}@{','.join(servers)}"
+        self.router = Router(servers, self.config.routing)
+        self._http = HttpClient(self.config)
+        self._state = _State.UNOPENED
+        self._open_lock = asyncio.Lock()
+        self._probe_task: asyncio.Task[None] | None = None
+        self._version = 0
+        self._model = self.config.model
+        self._generation_paused = False
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self.name!r}, servers={list(self.servers)!r}, "
+                f"routing={self.config.routing!r}, state={self._state.value!r})")
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """The ``host:port`` of every server, in address order."""
+        return self.router.servers
+
+    @property
+    def model(self) -> str | None:
+        """The model name sent to vLLM (configured or discovered at initialize)."""
+        return self._model
+
+    @property
+    def generation_paused(self) -> bool:
+        """Whether this engine has paused generation on the servers (server-side pause)."""
+        return self._generation_paused
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        """Wait (up to ``Timeouts.setup``) for the servers' health endpoints.
+
+        Servers still unhealthy at the deadline are taken out of rotation and probed back in
+        every ``health_probe_interval``. vLLM: discover the model name when not configured.
+
+        Raises:
+            NoHealthyServerError: no server became healthy; the message names each address
+                and its last error.
+            ControllerStateError: the engine was closed.
+        """
+        async with self._open_lock:
+            if self._state is _State.CLOSED:
+                raise ControllerStateError(f"engine {self.name} is closed; create a new one")
+            if self._state is _State.OPENED:
+                return
+            await self._wait_until_healthy()
+            if self.backend.needs_model and self._model is None:
+                self._model = await self._discover_model()
+            self._start_probe()
+            self._state = _State.OPENED
+
+    def _start_probe(self) -> None:
+        self._probe_task = asyncio.get_running_loop().create_task(
+            self._probe_loop(), name=f"rollout_kit health probe {self.name}")
+
+    async def aclose(self) -> None:
+        """Stop the health probe and close the HTTP sessions; idempotent."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        task, self._probe_task = self._probe_task, None
+        if task is not None and not task.done():
+            if task.get_loop() is asyncio.get_running_loop():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            elif not task.get_loop().is_closed():
+                task.get_loop().call_soon_threadsafe(task.cancel)
+        await self._http.aclose()
+
+    async def _ensure_open(self) -> None:
+        if self._state is _State.OPENED:
+            task = self._probe_task
+            if task is None or task.done():  # its loop ended: probe from this one
+                self._start_probe()
+            return
+        if self._state is _State.CLOSED:
+            raise ControllerStateError(f"engine {self.name} is closed; create a new one")
+        await self.initialize()
+
+    async def _check_health(self, server: str, timeout: float) -> str | None:
+        """``None`` when ``server`` answers its health endpoint, else the reason."""
+        try:
+            await self._http.request(server, "GET", self.backend.health_endpoint,
+                                     timeout=max(timeout, 1e-3))
+        except EngineError as exc:
+            return str(exc)
+        return None
+
+    async def _wait_until_healthy(self) -> None:
+        timeouts = self.config.timeouts
+        deadline = time.monotonic() + timeouts.setup
+        pending = list(self.servers)
+        errors: dict[str, str] = {}
+        delay = 0.05
+        while True:
+            remaining = deadline - time.monotonic()
+            results = await asyncio.gather(*(
+                self._check_health(s, min(timeouts.health, remaining)) for s in pending))
+            for s, err in zip(pending, results, strict=True):
+                if err is not None:
+                    errors[s] = err
+            pending = [s for s, err in zip(pending, results, strict=True) if err is not None]
+            remaining = deadline - time.monotonic()
+            if not pending or remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
+        if len(pending) == len(self.servers):
+            detail = "; ".join(f"{s}: {truncate(errors.get(s, '?'), 200)}" for s in pending)
+            raise NoHealthyServerError(
+                f"no server of {self.name} answered {self.backend.health_endpoint} within "
+                f"{timeouts.setup:g}s (Timeouts.setup). Unreachable: {detail}",
+                endpoint=self.backend.health_endpoint)
+        for s in pending:
+            logger.warning("server %s did not become healthy: %s", s, errors.get(s))
+            self.router.mark_down(s)
+
+    async def _probe_loop(self) -> None:
+        interval = self.config.health_probe_interval
+        while True:
+            await asyncio.sleep(interval)
+            down = self.router.down
+            if not down:
+                continue
+            results = await asyncio.gather(*(
+                self._check_health(s, self.config.timeouts.health) for s in down))
+            for s, err in zip(down, results, strict=True):
+                if err is None:
+                    self.router.mark_up(s)
+
+    async def _discover_model(self) -> str:
+        server = self.router.healthy[0] if self.router.healthy else self.servers[0]
+        body = await self._http.request_json(server, "GET", "/v1/models",
+                                             timeout=self.config.timeouts.request,
+                                             hint=self.backend.wrong_flavour_hint)
+        try:
+            return self.backend.model_from_models(body)
+        except _PARSE_ERRORS as exc:
+            raise EngineResponseError(
+                f"{server} /v1/models lists no model ({type(exc).__name__}); set "
+                f"EngineConfig.model: {truncate(body)}", server=server,
+                endpoint="/v1/models") from None
+
+    # -- versions and server-side pause ----------------------------------------------------
+
+    def get_version(self) -> int:
+        return self._version
+
+    def set_version(self, version: int) -> None:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+            raise ConfigError(f"version must be an int >= 0, got {version!r}")
+        self._version = version
+
+    async def _control_all(self, req: ControlRequest) -> dict[str, Any]:
+        """Send ``req`` to every server concurrently (with retries); answers by server."""
+        await self._ensure_open()
+        cfg = self.config
+
+        async def one(server: str) -> Any:
+            return await call_with_retries(
+                lambda _i, timeout: self._http.request_json(
+                    server, req.method, req.endpoint, payload=req.payload, params=req.params,
+                    timeout=timeout),
+                policy=cfg.retry, request_timeout=cfg.timeouts.request,
+                total_timeout=cfg.timeouts.total, what=f"{req.endpoint} on {server}")
+
+        answers = await asyncio.gather(*(one(s) for s in self.servers))
+        return dict(zip(self.servers, answers, strict=True))
+
+    async def pause_generation(self) -> None:
+        """Server side: abort in-flight generations on every server and hold new ones.
+
+        Aborted ``agenerate`` calls keep their partial output and wait until
+        :meth:`continue_generation`. (Client-side dispatch control is ``pause()``.)
+        """
+        self._generation_paused = True
+        try:
+            await self._control_all(self.backend.pause_request)
+        except BaseException:
+            self._generation_paused = False
+            raise
+
+    async def continue_generation(self) -> None:
+        """Server side: resume generation on every server; waiting calls continue."""
+        await self._control_all(self.backend.resume_request)
+        self._generation_paused = False
+
+    async def update_weights_from_disk(self, path: str, version: int) -> None:
+        """Load weights from ``path`` on every server and set the engine's version.
+
+        Raises:
+            ConfigError: the flavour has no such endpoint (stock vLLM).
+            EngineError: a server refused or failed.
+        """
+        req = self.backend.weights_from_disk_request(path, version)
+        answers = await self._control_all(req)
+        for server, body in answers.items():
+            problem = self.backend.check_weights_answer(body)
+            if problem is not None:
+                raise EngineResponseError(f"{server} {req.endpoint} failed: {truncate(problem)}",
+                                          server=server, endpoint=req.endpoint)
+        self.set_version(version)
+
+    async def _wait_while_paused(self, server: str) -> None:
+        delay = self.config.pause_poll_interval
+        while self._generation_paused:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
+        probe = self.backend.paused_probe
+        if probe is None:
+            return  # SGLang holds new requests itself while paused
+        delay = self.config.pause_poll_interval
+        while True:
+            try:
+                body = await self._http.request_json(server, probe.method, probe.endpoint,
+                                                     timeout=self.config.timeouts.health)
+            except EngineError:
+                return  # no dev mode, or the server is gone: the retry policy takes over
+            if not self.backend.parse_paused(body):
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
+
+    # -- generation --------------------------------------------------------------------
+
+    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+        """Generate one completion, continuing across server-side aborts.
+
+        Raises:
+            ConfigError: ``n_samples != 1`` (workflows fan out), or no room for output.
+            EngineError: the servers failed beyond the retry policy.
+        """
+        await self._ensure_open()
+        g = req.gconfig
+        if g.n_samples != 1:
+            raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
+                              "send one request per sample")
+        prompt = list(req.input_ids)
+        budget = _budget(g, len(prompt)) if prompt else g.max_new_tokens
+        key = route_key(req.rid, req.metadata)
+        out = _Output()
+        state = RetryState()
+        server: str | None = None
+        n_cont = 0
+        t0 = time.perf_counter_ns()
+        try:
+            while True:
+                text = None if prompt else (req.text or "") + out.text
+                ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
+                seg, server = await self._segment(
+                    key, ids, text,
+                    g, budget - len(out.tokens), server, state)
+                if not prompt and seg.prompt_ids:
+                    prompt = seg.prompt_ids
+                    budget = _budget(g, len(prompt))
+                out.add(seg, seg.versions or [self._version] * len(seg.tokens))
+                stop: StopReason | None = seg.finish
+                if stop != "abort":
+                    break
+                if len(out.tokens) >= budget:
+                    stop = "length"
+                    break
+                if n_cont >= self.config.max_continuations:
+                    raise EngineError(
+                        f"{server} aborted the generation {n_cont + 1} times in a row "
+                        f"(EngineConfig.max_continuations={self.config.max_continuations})",
+                        server=server, endpoint=self.backend.generate_endpoint)
+                n_cont += 1
+                await self._wait_while_paused(server)
+        except EngineError as exc:
+            annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
+            increment(retries=state.retries, continuations=n_cont)
+            raise
+        return self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
+
+    def _response(self, req: ModelRequest, prompt: list[int], out: _Output, stop: StopReason,
+                  t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:
+        latency = (time.perf_counter_ns() - t0) / 1e9
+        ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
+        resp = ModelResponse(
+            input_tokens=prompt, output_tokens=out.tokens, output_logprobs=out.logprobs,
+            output_versions=out.versions, stop_reason=stop,
+            text=out.text if out.has_text else None, latency=latency, ttft=ttft,
+            itl=out.itl, server=server, n_continuations=n_cont, retries=state.retries,
+            cached_tokens=out.cached_tokens, server_timing=out.server_timing)
+        attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid}
+        if self.config.stream:
+            attrs["ttft_s"] = ttft
+            attrs["itl_s"] = sum(out.itl) / len(out.itl) if out.itl else math.nan
+        if self.config.record_text and resp.text is not None:
+            attrs["output_text"] = resp.text
+        annotate(**attrs)
+        increment(prompt_tokens=len(prompt), completion_tokens=len(out.tokens),
+                  continuations=n_cont, retries=state.retries)
+        return resp
+
+    async def _segment(self, key: str, input_ids: list[int] | None, text: str | None,
+                       gconfig: GenerationConfig, max_new_tokens: int, prefer: str | None,
+                       state: RetryState) -> tuple[Segment, str]:
+        """One server response (with retries), and the server that gave it."""
+        cfg = self.config
+        payload = self.backend.build_request(
+            input_ids=input_ids, text=text, gconfig=gconfig, max_new_tokens=max_new_tokens,
+            stream=cfg.stream, model=self._model)
+        failed: list[str] = []
+
+        async def attempt(i: int, timeout: float) -> tuple[Segment, str]:
+            server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
+            with self.router.track(server):
+                try:
+                    if cfg.stream:
+                        return await self._stream_once(server, payload, timeout), server
+                    return await self._post_once(server, payload, timeout), server
+                except EngineError as exc:
+                    failed.append(server)
+                    if is_connect_failure(exc):
+                        self.router.mark_down(server)
+                    raise
+
+        return await call_with_retries(
+            attempt, policy=cfg.retry, request_timeout=cfg.timeouts.request,
+            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint)
+
+    def _bad_body(self, server: str, exc: Exception, body: Any) -> EngineResponseError:
+        endpoint = self.backend.generate_endpoint
+        return EngineResponseError(
+            f"{server} {endpoint} answered with a body that does not follow the "
+            f"{self.backend.flavour} API ({type(exc).__name__}: {truncate(str(exc), 120)}): "
+            f"{truncate(body, 200)}. {self.backend.wrong_flavour_hint}",
+            server=server, endpoint=endpoint)
+
+    async def _post_once(self, server: str, payload: dict[str, Any], timeout: float) -> Segment:
+        endpoint = self.backend.generate_endpoint
+        hint = self.backend.wrong_flavour_hint
+        raw = await self._http.request(server, "POST", endpoint, payload=payload,
+                                       timeout=timeout, hint=hint)
+        body = parse_json(raw, server=server, endpoint=endpoint, hint=hint)
+        try:
+            seg = self.backend.parse_response(body)
+        except _PARSE_ERRORS as exc:
+            raise self._bad_body(server, exc, body) from None
+        return seg
+
+    async def _stream_once(self, server: str, payload: dict[str, Any],
+                           timeout: float) -> Segment:
+        parser = self.backend.stream_parser()
+        versions: list[int] = []
+        async for event in self._http.stream_sse(
+                server, self.backend.generate_endpoint, payload, timeout=timeout,
+                hint=self.backend.wrong_flavour_hint):
+            try:
+                parser.feed(event.data, event.t_ns)
+            except _PARSE_ERRORS as exc:
+                raise self._bad_body(server, exc, event.data) from None
+            versions.extend([self._version] * (len(parser.segment.tokens) - len(versions)))
+        try:
+            seg = parser.result()
+        except _PARSE_ERRORS as exc:
+            raise self._bad_body(server, exc, "<stream>") from None
+        seg.versions = versions
+        if seg.finish is None:
+            raise EngineResponseError(
+                f"{server} {self.backend.generate_endpoint}: the stream ended without a "
+                "finish reason", server=server, endpoint=self.backend.generate_endpoint)
+        return seg
+
+    # -- observability -----------------------------------------------------------------
+
+    async def health(self) -> dict[str, bool]:
+        """Ask every server's health endpoint now (does not change the rotation)."""
+        timeout = self.config.timeouts.health
+        results = await asyncio.gather(*(self._check_health(s, timeout) for s in self.servers))
+        return {s: err is None for s, err in zip(self.servers, results, strict=True)}
+
+    async def server_metrics(self) -> pd.DataFrame:
+        """Scrape every server's ``/metrics`` into columns server, metric, labels, value.
+
+        Raises:
+            EngineError: a server does not serve metrics (SGLang needs
+                ``--enable-metrics``) or is unreachable.
+        """
+        import pandas as pd
+
+        endpoint = self.backend.metrics_endpoint
+        bodies = await asyncio.gather(*(
+            self._http.request(s, "GET", endpoint, timeout=self.config.timeouts.request)
+            for s in self.servers))
+        rows: list[tuple[str, str, dict[str, str], float]] = []
+        for server, raw in zip(self.servers, bodies, strict=True):
+            try:
+                samples = parse_prometheus(raw.decode("utf-8", "replace"))
+            except ValueError as exc:
+                raise EngineResponseError(f"{server} {endpoint}: not Prometheus text ({exc})",
+                                          server=server, endpoint=endpoint) from None
+            rows.extend((server, x.metric, x.labels, x.value) for x in samples)
+        return pd.DataFrame(rows, columns=["server", "metric", "labels", "value"])
+
+
+class RemoteSGLangEngine(RemoteInfEngine):
+    """An engine over SGLang servers (native ``/generate`` API).
+
+    Args:
+        addresses: ``host:port`` strings (or one comma-separated string).
+        config: engine settings.
+        name: a short name for traces.
+    """
+
+    def __init__(self, addresses: str | Sequence[str], *, config: EngineConfig | None = None,
+                 name: str | None = None) -> None:
+        super().__init__(addresses, SGLangBackend(), config=config, name=name)
+
+
+class RemotevLLMEngine(RemoteInfEngine):
+    """An engine over vLLM servers (OpenAI-compatible ``/v1/completions``).
+
+    ``pause_generation`` / ``continue_generation`` need the dev-mode ``/pause`` and
+    ``/resume`` (``VLLM_SERVER_DEV_MODE=1``, vLLM ≥ 0.12); ``update_weights_from_disk`` has no
+    stock endpoint and raises :class:`~rollout_kit.errors.ConfigError`.
+    """
+
+    def __init__(self, addresses: str | Sequence[str], *, config: EngineConfig | None = None,
+                 name: str | None = None) -> None:
+        super().__init__(addresses, VLLMBackend(), config=config, name=name)

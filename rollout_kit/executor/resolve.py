@@ -1,0 +1,121 @@
+"""Turn the user's workflow / ``should_accept_fn`` specs into callables, or a ``ConfigError``.
+
+A workflow spec is an instance (anything with an async ``arun_episode``), a class plus
+``workflow_kwargs``, or an import path ``"pkg.mod:Name"`` / ``"pkg.mod.Name"`` naming either.
+Classes are instantiated once per submitted task (AReaL semantics), instances are shared.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+from ..errors import ConfigError
+from ..workflows.base import WorkflowLike, is_workflow
+
+__all__ = [
+    "AcceptFn",
+    "AcceptFnSpec",
+    "WorkflowFactory",
+    "WorkflowSpec",
+    "import_object",
+    "resolve_accept_fn",
+    "workflow_factory",
+]
+
+WorkflowSpec: TypeAlias = "WorkflowLike | type[Any] | str"
+AcceptFn: TypeAlias = "Callable[[Any], bool | Awaitable[bool]]"
+AcceptFnSpec: TypeAlias = "AcceptFn | str"
+WorkflowFactory: TypeAlias = "Callable[[], WorkflowLike]"
+
+
+@functools.lru_cache(maxsize=256)
+def import_object(path: str) -> Any:
+    """Import ``"pkg.mod:Name"`` or ``"pkg.mod.Name"`` (``Name`` may be dotted after ``:``).
+
+    Raises:
+        ConfigError: the path is malformed, the module is missing or lacks the name.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigError(f"import path must be a non-empty str, got {path!r}")
+    if ":" in path:
+        mod_name, _, attr = path.partition(":")
+    else:
+        mod_name, _, attr = path.rpartition(".")
+    if not mod_name or not attr:
+        raise ConfigError(f"import path {path!r} must look like 'pkg.module:Name'")
+    try:
+        obj: Any = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import module {mod_name!r} of {path!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"module {mod_name!r} has no attribute {attr!r} ({path!r})") from None
+    return obj
+
+
+def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> WorkflowFactory:
+    """Validate a workflow spec now and return a factory giving the instance per task.
+
+    Raises:
+        ConfigError: unknown import path, an object that is not a workflow, or
+            ``workflow_kwargs`` given with an instance.
+    """
+    target = import_object(spec) if isinstance(spec, str) else spec
+    if workflow_kwargs is not None and not isinstance(workflow_kwargs, dict):
+        raise ConfigError(f"workflow_kwargs must be a dict, got {type(workflow_kwargs).__name__}")
+    if isinstance(target, type):
+        if not callable(getattr(target, "arun_episode", None)):
+            raise ConfigError(
+                f"{target.__qualname__} is not a workflow: it has no async arun_episode(engine, "
+                "data) method"
+            )
+        kwargs = dict(workflow_kwargs or {})
+        try:  # instantiate once now so bad kwargs fail at submit time
+            first: WorkflowLike = target(**kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"cannot create {target.__qualname__}(**workflow_kwargs): {exc}") \
+                from None
+        pool = [first]
+
+        def make() -> WorkflowLike:
+            if pool:
+                return pool.pop()
+            inst: WorkflowLike = target(**kwargs)
+            return inst
+
+        return make
+    if not is_workflow(target):
+        raise ConfigError(
+            f"{type(target).__name__} object {_short(target)} is not a workflow: expected an "
+            "object with an async arun_episode(engine, data) method, its class, or an import "
+            "path 'pkg.module:Name'"
+        )
+    if workflow_kwargs:
+        raise ConfigError("workflow_kwargs only apply when workflow is a class or import path")
+    instance: WorkflowLike = target  # type: ignore[assignment]
+    return lambda: instance
+
+
+def resolve_accept_fn(spec: object) -> AcceptFn | None:
+    """Return the ``should_accept_fn`` callable (importing a path), or ``None``.
+
+    Raises:
+        ConfigError: unknown import path or not callable.
+    """
+    if spec is None:
+        return None
+    fn = import_object(spec) if isinstance(spec, str) else spec
+    if not callable(fn):
+        raise ConfigError(f"should_accept_fn must be callable or an import path, got {_short(fn)}")
+    result: AcceptFn = fn
+    return result
+
+
+def _short(obj: object) -> str:
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."

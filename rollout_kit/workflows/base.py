@@ -1,0 +1,58 @@
+"""``RolloutWorkflow``: AReaL's workflow interface, ``async arun_episode(engine, data)``.
+
+A workflow turns one data item into a trajectory by calling ``await engine.agenerate(...)``
+as often as it likes; returning ``None`` rejects the item. Any object with an async
+``arun_episode(engine, data)`` method works (AReaL workflows port unchanged); subclassing
+:class:`RolloutWorkflow` is optional but documents intent.
+
+Writing your own workflow, with a custom traced phase::
+
+    from rollout_kit.tracing import register_phase, trace_phase, trace_session
+
+    register_phase("verify", color="#2ca02c")   # gets a ``verify_s`` column everywhere
+
+    class VerifiedAnswer(RolloutWorkflow):
+        async def arun_episode(self, engine, data):
+            with trace_session():                 # one session = one generated sample
+                with trace_phase("generate"):
+                    resp = await engine.agenerate(ModelRequest(text=data["prompt"]))
+                with trace_phase("verify"):
+                    ok = check(resp.text)
+            return {"text": resp.text, "reward": float(ok)} if ok else None
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..engines import InferenceEngine
+
+__all__ = ["RolloutWorkflow", "WorkflowLike", "is_workflow"]
+
+
+@runtime_checkable
+class WorkflowLike(Protocol):
+    """Structural type of a workflow: anything with an async ``arun_episode``."""
+
+    async def arun_episode(self, engine: InferenceEngine, data: Any) -> Any:
+        """Run one episode; return a trajectory, or ``None`` to reject."""
+
+
+class RolloutWorkflow(ABC):
+    """Base class of rollout workflows (AReaL's interface)."""
+
+    @abstractmethod
+    async def arun_episode(self, engine: InferenceEngine, data: Any) -> Any:
+        """Run one episode for ``data`` and return its trajectory, or ``None`` to reject.
+
+        Args:
+            engine: the engine to call ``await engine.agenerate(ModelRequest(...))`` on.
+            data: one item of the dataset (usually a dict).
+        """
+
+
+def is_workflow(obj: object) -> bool:
+    """Whether ``obj`` is a workflow instance (has a callable ``arun_episode``)."""
+    return not isinstance(obj, type) and callable(getattr(obj, "arun_episode", None))

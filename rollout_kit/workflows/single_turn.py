@@ -1,0 +1,169 @@
+"""``SingleTurnWorkflow``: one prompt, ``n_samples`` completions, one reward each (RLVR).
+
+The trajectory is a dict of plain lists (one entry per sample; torch is never needed)::
+
+    {"input_ids":  [prompt + completion tokens, ...],
+     "loss_mask":  [[0]*P + [1]*C, ...],
+     "logprobs":   [[0.0]*P + completion logprobs, ...],
+     "versions":   [[-1]*P + completion versions, ...],
+     "rewards":    [float, ...],
+     "completions": [text, ...], "stop_reasons": [...], "prompt": text, "prompt_len": P}
+
+Each sample is a traced session with a ``generate`` and a ``reward`` phase; all samples
+share one ``rid`` so sticky routing keeps them on one server (prefix cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..config import GenerationConfig
+from ..errors import ConfigError
+from ..io import ModelRequest, ModelResponse
+from ..tracing import atrace_phase, trace_session
+from .base import RolloutWorkflow
+from .reward import RewardFn, call_reward
+
+if TYPE_CHECKING:
+    from ..engines import InferenceEngine
+
+__all__ = ["Sample", "SingleTurnWorkflow", "Tokenizer", "build_trajectory", "gather_all"]
+
+T = TypeVar("T")
+
+
+class Tokenizer(Protocol):
+    """What a workflow needs from a tokenizer (HF tokenizers and ``ByteTokenizer`` fit)."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+@dataclass(slots=True)
+class Sample:
+    """One generated sample of a task."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    completion: str
+    reward: float
+    stop_reason: str
+
+
+def build_trajectory(prompt: str, samples: list[Sample]) -> dict[str, Any]:
+    """Assemble samples into the plain-list trajectory dict (see module docstring)."""
+    traj: dict[str, Any] = {
+        "input_ids": [], "loss_mask": [], "logprobs": [], "versions": [], "rewards": [],
+        "completions": [], "stop_reasons": [], "prompt": prompt,
+        "prompt_len": len(samples[0].prompt_ids) if samples else 0,
+    }
+    for s in samples:
+        p, c = len(s.prompt_ids), len(s.completion_ids)
+        traj["input_ids"].append(s.prompt_ids + s.completion_ids)
+        traj["loss_mask"].append([0] * p + [1] * c)
+        traj["logprobs"].append([0.0] * p + list(s.logprobs))
+        traj["versions"].append([-1] * p + list(s.versions))
+        traj["rewards"].append(s.reward)
+        traj["completions"].append(s.completion)
+        traj["stop_reasons"].append(s.stop_reason)
+    return traj
+
+
+class SingleTurnWorkflow(RolloutWorkflow):
+    """RLVR-style workflow: generate ``gconfig.n_samples`` completions and reward each.
+
+    Args:
+        reward_fn: ``reward_fn(prompt, completion, prompt_ids, completion_ids, **data)``,
+            sync (run in a thread) or async; data keys named like those four are not passed.
+        gconfig: sampling settings; ``n_samples`` sessions run in parallel.
+        tokenizer: encodes text prompts / decodes completions; without one a text prompt is
+            sent as text (the server tokenizes) and the server's returned text is used.
+        prompt_key: the data key holding the prompt text (``input_ids`` is used if present).
+        reward_timeout: seconds allowed per reward call.
+    """
+
+    def __init__(self, reward_fn: RewardFn, gconfig: GenerationConfig | None = None,
+                 tokenizer: Tokenizer | None = None, prompt_key: str = "prompt",
+                 reward_timeout: float = 60.0) -> None:
+        if not callable(reward_fn):
+            raise ConfigError(f"reward_fn must be callable, got {reward_fn!r}")
+        self.reward_fn = reward_fn
+        self.gconfig = gconfig or GenerationConfig()
+        self.tokenizer = tokenizer
+        self.prompt_key = prompt_key
+        self.reward_timeout = reward_timeout
+
+    def prompt_of(self, data: Any) -> tuple[str | None, list[int]]:
+        """The prompt text (if any) and token ids (empty when the server tokenizes)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"data must be a mapping with {self.prompt_key!r} or 'input_ids', "
+                              f"got {type(data).__name__}")
+        ids = data.get("input_ids")
+        text = data.get(self.prompt_key)
+        if ids is not None:
+            ids = [int(t) for t in ids]
+            if text is None and self.tokenizer is not None:
+                text = self.tokenizer.decode(ids)
+            return text, ids
+        if not isinstance(text, str) or not text:
+            raise ConfigError(f"data needs a non-empty str {self.prompt_key!r} or 'input_ids'")
+        return text, (self.tokenizer.encode(text) if self.tokenizer is not None else [])
+
+    async def generate(self, engine: InferenceEngine, rid: str, text: str | None,
+                       ids: list[int]) -> ModelResponse:
+        """One traced ``generate`` phase."""
+        gconfig = self.gconfig.new(n_samples=1) if self.gconfig.n_samples != 1 else self.gconfig
+        req = ModelRequest(rid=rid, input_ids=list(ids),
+                           text=None if ids else text, gconfig=gconfig)
+        async with atrace_phase("generate"):
+            return await engine.agenerate(req)
+
+    def completion_text(self, resp: ModelResponse) -> str:
+        """The completion's text (tokenizer decode when given, else the server's text)."""
+        if self.tokenizer is not None:
+            return self.tokenizer.decode(resp.output_tokens)
+        return resp.text or ""
+
+    async def sample(self, engine: InferenceEngine, rid: str, text: str | None,
+                     ids: list[int], data: Mapping[str, Any]) -> Sample:
+        """One session: generate, then reward."""
+        with trace_session():
+            resp = await self.generate(engine, rid, text, ids)
+            completion = self.completion_text(resp)
+            prompt_ids = list(resp.input_tokens) or list(ids)
+            prompt_text = text if text is not None else ""
+            async with atrace_phase("reward"):
+                reward = await call_reward(self.reward_fn, prompt_text, completion, prompt_ids,
+                                           list(resp.output_tokens), data,
+                                           timeout=self.reward_timeout)
+        return Sample(prompt_ids, list(resp.output_tokens), list(resp.output_logprobs),
+                      list(resp.output_versions), completion, reward, resp.stop_reason)
+
+    async def arun_episode(self, engine: InferenceEngine, data: Any) -> dict[str, Any] | None:
+        """Generate ``n_samples`` completions in parallel and reward each."""
+        text, ids = self.prompt_of(data)
+        rid = uuid.uuid4().hex
+        samples = await gather_all([self.sample(engine, rid, text, ids, data)
+                                    for _ in range(self.gconfig.n_samples)])
+        return build_trajectory(text or "", samples)
+
+
+async def gather_all(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Await all; if one raises, cancel the others (no orphans) and re-raise it."""
+    if len(coros) == 1:
+        return [await coros[0]]
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -1,0 +1,186 @@
+"""RolloutController: one id source across workers, echo check, traces agree with results."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from rollout_kit.config import ExecutorConfig
+from rollout_kit.controller import RolloutController
+from rollout_kit.errors import (
+    ConfigError,
+    ControllerStateError,
+    DuplicateTaskIdError,
+    RolloutTimeoutError,
+    TaskIdMismatchError,
+)
+from rollout_kit.scheduler import LocalScheduler
+from tests._local_engine import LocalEngine
+from tests.test_executor import EchoWorkflow
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class LyingEngine(LocalEngine):
+    """A worker whose submit echoes a different id than it was given."""
+
+    def submit(self, data: Any, workflow: Any, workflow_kwargs: Any = None,
+               should_accept_fn: Any = None, task_id: int | None = None) -> int:
+        tid = super().submit(data, workflow, workflow_kwargs, should_accept_fn,
+                             None if task_id is None else task_id + 1000)
+        return tid
+
+
+class RecordingEngine(LocalEngine):
+    """Records the task ids it is given by the controller."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.given: list[int | None] = []
+
+    def submit(self, data: Any, workflow: Any, workflow_kwargs: Any = None,
+               should_accept_fn: Any = None, task_id: int | None = None) -> int:
+        self.given.append(task_id)
+        return super().submit(data, workflow, workflow_kwargs, should_accept_fn, task_id)
+
+
+async def test_ids_across_workers_and_trace_index() -> None:
+    a, b = RecordingEngine("a"), RecordingEngine("b")
+    ctl = RolloutController([a, b])
+    ids = [ctl.submit(i, EchoWorkflow()) for i in range(10)]
+    assert ids == list(range(10))
+    assert a.given == [0, 2, 4, 6, 8] and b.given == [1, 3, 5, 7, 9]  # round robin
+    res = await ctl.wait_async(10)
+    assert sorted(r.task_id for r in res) == ids
+    assert {r.worker for r in res} == {"a", "b"}
+    df = ctl.traces()
+    assert sorted(df.index) == ids
+    for r in res:
+        assert df.loc[r.task_id, "status"] == r.status
+        assert df.loc[r.task_id, "engine"] == r.worker
+    assert ctl.stats()["accepted"] == 10
+    await ctl.aclose()
+
+
+async def test_explicit_ids_pass_through_every_layer() -> None:
+    eng = RecordingEngine("w")
+    ctl = RolloutController(eng)
+    assert ctl.submit({"x": 1}, EchoWorkflow(), task_id=41) == 41
+    assert ctl.submit({"x": 2}, EchoWorkflow()) == 0
+    with pytest.raises(DuplicateTaskIdError):
+        ctl.submit({"x": 3}, EchoWorkflow(), task_id=41)
+    assert eng.given == [41, 0]
+    r = await ctl.wait_for_async(41)
+    assert r.task_id == 41 and r.trajectory["data"] == {"x": 1}
+    await ctl.wait_async(1)
+    assert sorted(ctl.traces().index) == [0, 41]
+    await ctl.aclose()
+
+
+async def test_echo_check() -> None:
+    ctl = RolloutController(LyingEngine("liar"))
+    with pytest.raises(TaskIdMismatchError, match="echoed task_id 1000"):
+        ctl.submit(1, EchoWorkflow())
+    await ctl.aclose()
+
+
+async def test_concurrent_submitters_threads_and_tasks() -> None:
+    ctl = RolloutController([LocalEngine("a"), LocalEngine("b")],
+                            scheduler=LocalScheduler("least_loaded"))
+    got: list[list[int]] = []
+
+    async def submitter() -> None:
+        mine = []
+        for i in range(20):
+            mine.append(ctl.submit(i, EchoWorkflow()))
+            await asyncio.sleep(0)
+        got.append(mine)
+
+    threads = [threading.Thread(target=lambda: got.append(
+        [ctl.submit(i, EchoWorkflow()) for i in range(20)])) for _ in range(3)]
+    for t in threads:
+        t.start()
+    await asyncio.gather(*(submitter() for _ in range(3)))
+    for t in threads:
+        await asyncio.to_thread(t.join)
+    await asyncio.sleep(0.05)
+    ids = sorted(i for g in got for i in g)
+    assert ids == list(range(120))
+    res = await ctl.wait_async(120)
+    assert sorted(r.task_id for r in res) == ids
+    assert sorted(ctl.traces().index) == ids
+    await ctl.aclose()
+
+
+async def test_batches_and_filters() -> None:
+    ctl = RolloutController([LocalEngine("a"), LocalEngine("b")],
+                            executor_config=ExecutorConfig(queue_size=4))
+    data = [{"i": i, "reject": i % 2 == 1} for i in range(6)]
+    res = await ctl.rollout_batch_async(data, EchoWorkflow())
+    assert [r.task_id for r in res] == list(range(6))
+    assert [r.status for r in res] == ["accepted", "rejected"] * 3
+    batch = await ctl.prepare_batch_async(iter(data * 3), EchoWorkflow(), batch_size=3)
+    assert len(batch) == 3 and all(r.ok for r in batch)
+    df = ctl.traces()
+    assert df["status"].value_counts().to_dict().get("accepted", 0) >= 6
+    await ctl.aclose()
+
+
+async def test_staleness_pause_and_version() -> None:
+    ctl = RolloutController(LocalEngine("a"),
+                            executor_config=ExecutorConfig(max_staleness=0))
+    ids = [ctl.submit(i, EchoWorkflow()) for i in range(3)]
+    [first] = await ctl.wait_async(1)
+    assert first.task_id == ids[0]
+    with pytest.raises(ControllerStateError, match="set_version"):
+        await ctl.wait_async(1)
+    ctl.set_version(1)
+    assert ctl.get_version() == 1
+    [second] = await ctl.wait_async(1)
+    assert second.task_id == ids[1]
+    ctl.pause()
+    ctl.set_version(5)
+    with pytest.raises(RolloutTimeoutError):
+        await ctl.wait_async(1, timeout=0.02)
+    ctl.resume()
+    [third] = await ctl.wait_async(1)
+    assert third.task_id == ids[2]
+    await ctl.pause_generation_async()
+    await ctl.continue_generation_async()
+    await ctl.aclose()
+
+
+async def test_sync_calls_inside_running_loop_and_close() -> None:
+    ctl = RolloutController(LocalEngine("a"))
+    res = ctl.rollout_batch([1, 2], EchoWorkflow())
+    assert [r.task_id for r in res] == [0, 1]
+    tid = ctl.submit({"sleep": 5}, EchoWorkflow())
+    await asyncio.sleep(0.01)
+    assert ctl.cancel(tid)
+    [r] = ctl.wait()
+    assert r.status == "cancelled"
+    ctl.close()
+    with pytest.raises(ControllerStateError):
+        ctl.submit(1, EchoWorkflow())
+
+
+def test_script_mode_and_recreate() -> None:
+    eng = LocalEngine("a")
+    for _ in range(2):  # re-running a notebook cell re-creates the controller
+        ctl = RolloutController(eng)
+        ids = [ctl.submit(i, EchoWorkflow()) for i in range(3)]
+        assert ids == [0, 1, 2]
+        assert sorted(r.task_id for r in ctl.wait(timeout=5)) == ids
+        ctl.close()
+
+
+def test_bad_construction() -> None:
+    with pytest.raises(ConfigError, match="needs engines"):
+        RolloutController()
+    with pytest.raises(ConfigError, match="distinct names"):
+        RolloutController([LocalEngine("x"), LocalEngine("x")])
+    with pytest.raises(ConfigError, match="policy"):
+        LocalScheduler("random")  # type: ignore[arg-type]

@@ -1,0 +1,132 @@
+"""Workflows: single/multi-turn trajectories, traced sessions and phases, reward handling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from rollout_kit.config import GenerationConfig
+from rollout_kit.controller import RolloutController
+from rollout_kit.errors import ConfigError
+from rollout_kit.io import ModelRequest
+from rollout_kit.sim.tokenizer import ByteTokenizer
+from rollout_kit.tracing import register_phase, trace_phase, trace_session
+from rollout_kit.workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
+from tests._local_engine import LocalEngine
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def reward_contains(prompt: str, completion: str, prompt_ids: list[int],
+                    completion_ids: list[int], answer: str = "", **_: Any) -> float:
+    return 1.0 if answer and answer in completion else 0.0
+
+
+async def areward_len(prompt: str, completion: str, prompt_ids: list[int],
+                      completion_ids: list[int], **_: Any) -> float:
+    await asyncio.sleep(0)
+    return float(len(completion_ids))
+
+
+def slow_reward(*_: Any, **__: Any) -> float:
+    time.sleep(0.5)
+    return 1.0
+
+
+async def test_single_turn_trajectory_and_traces() -> None:
+    eng = LocalEngine("w", answer_fn=lambda p: "42")
+    ctl = RolloutController(eng)
+    wf = SingleTurnWorkflow(reward_contains, GenerationConfig(n_samples=3),
+                            tokenizer=ByteTokenizer())
+    [res] = await ctl.rollout_batch_async([{"prompt": "What is 40+2?", "answer": "42"}], wf)
+    traj = res.trajectory
+    assert res.ok and traj["rewards"] == [1.0, 1.0, 1.0]
+    p = traj["prompt_len"]
+    assert p == len("What is 40+2?")
+    for ids, mask, lp, ver in zip(traj["input_ids"], traj["loss_mask"], traj["logprobs"],
+                                  traj["versions"], strict=True):
+        assert len(ids) == len(mask) == len(lp) == len(ver) == p + 2
+        assert mask == [0] * p + [1, 1] and ver[:p] == [-1] * p
+    assert traj["completions"] == ["42"] * 3
+    sessions = ctl.sessions()
+    assert len(sessions) == 3 and set(sessions.index.get_level_values(0)) == {res.task_id}
+    spans = ctl.spans()
+    assert sorted(spans["phase"].astype(str).value_counts().to_dict().items()) == [("generate", 3),
+                                                                       ("reward", 3)]
+    await ctl.aclose()
+
+
+async def test_text_prompt_without_tokenizer_and_async_reward() -> None:
+    eng = LocalEngine("w", answer_fn=lambda p: "hello")
+    ctl = RolloutController(eng)
+    wf = SingleTurnWorkflow(areward_len)
+    [res] = await ctl.rollout_batch_async([{"prompt": "hi", "prompt_extra": 1}], wf)
+    assert res.trajectory["rewards"] == [5.0] and res.trajectory["completions"] == ["hello"]
+    [res2] = await ctl.rollout_batch_async([{"input_ids": [10, 11, 12]}], wf)
+    assert res2.trajectory["prompt_len"] == 3
+    await ctl.aclose()
+
+
+async def test_reward_timeout_fails_task_with_traceback() -> None:
+    ctl = RolloutController(LocalEngine("w"))
+    wf = SingleTurnWorkflow(slow_reward, reward_timeout=0.05)
+    [res] = await ctl.rollout_batch_async([{"prompt": "x"}], wf)
+    assert res.status == "failed" and isinstance(res.error, TimeoutError)
+    assert ctl.traces().loc[res.task_id, "status"] == "failed"
+    await ctl.aclose()
+
+
+async def test_bad_data_and_args() -> None:
+    with pytest.raises(ConfigError):
+        SingleTurnWorkflow(42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="tokenizer"):
+        MultiTurnWorkflow(reward_contains)
+    ctl = RolloutController(LocalEngine("w"))
+    [res] = await ctl.rollout_batch_async([{"no_prompt": 1}], SingleTurnWorkflow(reward_contains))
+    assert res.status == "failed" and isinstance(res.error, ConfigError)
+    await ctl.aclose()
+
+
+async def test_multi_turn_retries_with_feedback() -> None:
+    answers = iter(["7", "41", "42"])
+    eng = LocalEngine("w", answer_fn=lambda p: next(answers))
+    ctl = RolloutController(eng)
+    tok = ByteTokenizer()
+    wf = MultiTurnWorkflow(reward_contains, tokenizer=tok, max_turns=3, turn_discount=0.5,
+                           feedback="no")
+    [res] = await ctl.rollout_batch_async([{"prompt": "Q", "answer": "42"}], wf)
+    traj = res.trajectory
+    assert traj["turns"] == [3] and traj["rewards"] == [0.25]
+    assert traj["input_ids"][0] == tok.encode("Q7no41no42")
+    assert traj["loss_mask"][0] == [0, 1, 0, 0, 1, 1, 0, 0, 1, 1]
+    spans = ctl.spans()
+    assert (spans["phase"] == "generate").sum() == 3 and (spans["phase"] == "reward").sum() == 3
+    assert ctl.sessions()["turns"].tolist() == [3]
+    await ctl.aclose()
+
+
+register_phase("verify")
+
+
+class VerifyWorkflow(RolloutWorkflow):
+    """A user workflow with a custom phase (the documented recipe)."""
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        with trace_session():
+            with trace_phase("generate"):
+                resp = await engine.agenerate(ModelRequest(text=data["prompt"]))
+            with trace_phase("verify"):
+                ok = bool(resp.text)
+        return {"text": resp.text} if ok else None
+
+
+async def test_custom_phase_workflow() -> None:
+    ctl = RolloutController(LocalEngine("w"))
+    res = await ctl.rollout_batch_async([{"prompt": "a"}, {"prompt": "b"}], VerifyWorkflow())
+    assert all(r.ok for r in res)
+    assert "verify_s" in ctl.traces().columns
+    assert (ctl.spans()["phase"] == "verify").sum() == 2
+    await ctl.aclose()
