@@ -15,6 +15,13 @@ from .config import (
     RetryPolicy,
     Timeouts,
 )
+from .controller import RolloutController
+from .engines import (
+    InferenceEngine,
+    RemoteInfEngine,
+    RemoteSGLangEngine,
+    RemotevLLMEngine,
+)
 from .errors import (
     ConfigError,
     ControllerStateError,
@@ -41,11 +48,27 @@ from .errors import (
     UnknownTaskIdError,
     WorkflowError,
 )
+from .executor import WorkflowExecutor
 from .ids import TaskIdGenerator
 from .io import ModelRequest, ModelResponse, RolloutResult
+from .scheduler import LocalScheduler
+from .tracing import (
+    Tracer,
+    Traces,
+    annotate,
+    atrace_phase,
+    increment,
+    load_traces,
+    register_phase,
+    trace_phase,
+    trace_session,
+)
+from .workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
 
 __all__ = [
     "__version__",
+    "annotate",
+    "atrace_phase",
     "ConfigError",
     "ControllerStateError",
     "DuplicateTaskIdError",
@@ -60,23 +83,40 @@ __all__ = [
     "EngineTimeoutError",
     "ExecutorConfig",
     "GenerationConfig",
+    "increment",
+    "InferenceEngine",
     "InvalidTaskIdError",
+    "load_traces",
+    "LocalScheduler",
     "ModelRequest",
     "ModelResponse",
+    "MultiTurnWorkflow",
     "NoHealthyServerError",
+    "register_phase",
+    "RemoteInfEngine",
+    "RemoteSGLangEngine",
+    "RemotevLLMEngine",
     "RetryPolicy",
+    "RolloutController",
     "RolloutKitError",
     "RolloutResult",
     "RolloutTimeoutError",
+    "RolloutWorkflow",
     "SchedulerError",
+    "SingleTurnWorkflow",
     "SyncInLoopError",
     "TaskIdError",
     "TaskIdGenerator",
     "TaskIdMismatchError",
     "Timeouts",
+    "trace_phase",
+    "trace_session",
     "TraceError",
+    "Tracer",
+    "Traces",
     "TraceSchemaError",
     "TraceStateError",
     "UnknownTaskIdError",
     "WorkflowError",
+    "WorkflowExecutor",
 ]

@@ -174,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     if r["rewards"]:
         _out(f"reward:   mean={sum(r['rewards']) / len(r['rewards']):.3f} over "
              f"{len(r['rewards'])} samples")
-    if "engine" in tasks.columns:
-        per_worker = tasks["engine"].value_counts()
+    if "worker" in tasks.columns:
+        per_worker = tasks["worker"].value_counts()
         _out("workers:  " + ", ".join(f"{k}={v}" for k, v in per_worker.items()))
     sessions = r["sessions"]
     if "server" in sessions.columns:

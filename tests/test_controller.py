@@ -60,7 +60,7 @@ async def test_ids_across_workers_and_trace_index() -> None:
     assert sorted(df.index) == ids
     for r in res:
         assert df.loc[r.task_id, "status"] == r.status
-        assert df.loc[r.task_id, "engine"] == r.worker
+        assert df.loc[r.task_id, "worker"] == r.worker
     assert ctl.stats()["accepted"] == 10
     await ctl.aclose()
 

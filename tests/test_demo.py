@@ -64,7 +64,7 @@ async def test_controller_against_simulators_ids_everywhere() -> None:
             assert sorted(tasks.index) == sorted([explicit, *ids])
             assert set(sessions.index.get_level_values(0)) == set(tasks.index)
             assert set(spans["task_id"]) == set(tasks.index)
-            assert set(tasks["engine"]) == {"sglang", "vllm"}
+            assert set(tasks["worker"]) == {"sglang", "vllm"}
             servers = set(sessions["server"])
             assert servers <= set(sg.addresses) | set(vl.addresses) and len(servers) == 3
             batch = await ctl.rollout_batch_async(probs[:4], wf)

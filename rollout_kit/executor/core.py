@@ -244,10 +244,7 @@ class WorkflowExecutor:
 
     def _enqueue(self, task: _Task) -> None:
         tid = task.task_id
-        if self.worker is None:
-            self.tracer.register_task(tid)
-        else:  # the tracer's ``worker`` column is per tracer; name the engine per task
-            self.tracer.register_task(tid, engine=self.worker)
+        self.tracer.register_task(tid, worker=self.worker)
         self._tasks[tid] = task
         self._counts["submitted"] += 1
         if self._closed:

@@ -1,0 +1,37 @@
+"""Tracing: task lifecycles, sessions and phase spans → pandas DataFrames and JSONL.
+
+- :class:`Tracer` records; :meth:`Tracer.frames` gives :class:`Traces` (tasks, sessions,
+  spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames.
+- Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
+  on the current tracer/task/session carried in ``contextvars``.
+- Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`.
+"""
+
+from __future__ import annotations
+
+from . import schema
+from .context import current_session_id, current_task_id, current_tracer
+from .frames import Traces
+from .helpers import annotate, atrace_phase, increment, trace_phase, trace_session
+from .persist import TornTraceWarning, load_traces
+from .phases import phase_color, register_phase, registered_phases
+from .tracer import Tracer
+
+__all__ = [
+    "TornTraceWarning",
+    "Tracer",
+    "Traces",
+    "annotate",
+    "atrace_phase",
+    "current_session_id",
+    "current_task_id",
+    "current_tracer",
+    "increment",
+    "load_traces",
+    "phase_color",
+    "register_phase",
+    "registered_phases",
+    "schema",
+    "trace_phase",
+    "trace_session",
+]

@@ -76,6 +76,7 @@ START = "start"
 END = "end"
 DURATION = "duration"
 CLOSED_AT_FINALIZE = "closed_at_finalize"
+RAISED = "raised"  # spans column after SPAN_COLUMNS: the phase body raised an exception
 
 SPAN_COLUMNS = (TASK_ID, SESSION_ID, PHASE, START, END, DURATION, SERVER, STATUS,
                 CLOSED_AT_FINALIZE)

@@ -101,8 +101,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
         """Run ``n_samples`` multi-turn episodes in parallel."""
         text, ids = self._single.prompt_of(data)
         rid = uuid.uuid4().hex
-        eps = await gather_all([self.episode(engine, rid, text or "", ids, data)
-                                for _ in range(self.gconfig.n_samples)])
+        eps = await gather_all([self.episode(engine, f"{rid}:{i}", text or "", ids, data)
+                                for i in range(self.gconfig.n_samples)])
         return {
             "input_ids": [e["input_ids"] for e in eps],
             "loss_mask": [e["loss_mask"] for e in eps],

@@ -9,8 +9,9 @@ The trajectory is a dict of plain lists (one entry per sample; torch is never ne
      "rewards":    [float, ...],
      "completions": [text, ...], "stop_reasons": [...], "prompt": text, "prompt_len": P}
 
-Each sample is a traced session with a ``generate`` and a ``reward`` phase; all samples
-share one ``rid`` so sticky routing keeps them on one server (prefix cache).
+Each sample is a traced session with a ``generate`` and a ``reward`` phase; sample ``i`` of a
+task uses rid ``<task rid>:<i>``, so sticky routing (keyed on the part before the last ``:``)
+keeps all samples of a task on one server (prefix cache) while each request id stays unique.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ class SingleTurnWorkflow(RolloutWorkflow):
         """Generate ``n_samples`` completions in parallel and reward each."""
         text, ids = self.prompt_of(data)
         rid = uuid.uuid4().hex
-        samples = await gather_all([self.sample(engine, rid, text, ids, data)
-                                    for _ in range(self.gconfig.n_samples)])
+        samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
+                                    for i in range(self.gconfig.n_samples)])
         return build_trajectory(text or "", samples)
 
 

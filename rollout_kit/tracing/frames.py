@@ -1,0 +1,240 @@
+"""Build the ``tasks``, ``sessions`` and ``spans`` DataFrames from a store snapshot.
+
+Everything is vectorised over numpy arrays: the sessions/spans of one task are consecutive
+rows, so owner rows come from ``np.repeat`` and per-phase totals from one ``np.bincount``.
+Column names and order come from :mod:`rollout_kit.tracing.schema`; dtypes are fixed:
+``status`` and ``phase`` are categoricals, times are ``float64`` seconds since the tracer's
+epoch (NaN when missing), counts are nullable ``Int64``, strings are ``string``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import phases
+from . import schema as S
+from .store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED, MISSING, AttrValue, Snapshot
+
+__all__ = ["Traces", "build_traces"]
+
+_STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
+_STRING = pd.StringDtype()
+# fixed dtypes of the well-known attribute columns
+_SESSION_ATTR_DTYPES: dict[str, str] = {
+    S.SERVER: "string", S.PROMPT_TOKENS: "Int64", S.COMPLETION_TOKENS: "Int64",
+    S.STOP_REASON: "string", S.TTFT_S: "float64", S.ITL_S: "float64",
+    S.CONTINUATIONS: "Int64", S.RETRIES: "Int64",
+}
+_PHASE_FREE = (S.STATUS, S.START_TS, S.END_TS, S.TOTAL_S)
+
+
+@dataclass
+class Traces:
+    """The three trace DataFrames plus the clock anchor they are relative to.
+
+    Attributes:
+        tasks: one row per task, indexed by ``task_id``.
+        sessions: one row per session, indexed by ``(task_id, session_id)``.
+        spans: one row per phase span (tidy), the input of a latency timeline.
+        wall_epoch: Unix time of ``t = 0``; ``wall_epoch + tasks.submit_ts`` is a Unix time.
+    """
+
+    tasks: pd.DataFrame
+    sessions: pd.DataFrame
+    spans: pd.DataFrame
+    wall_epoch: float
+
+    def to_datetime(self, seconds: pd.Series | float) -> Any:
+        """Convert seconds since the epoch (a column or a number) to UTC datetimes."""
+        if isinstance(seconds, pd.Series):
+            return pd.to_datetime(seconds + self.wall_epoch, unit="s", utc=True)
+        return pd.to_datetime(float(seconds) + self.wall_epoch, unit="s", utc=True)
+
+
+def _seconds(ns: np.ndarray, epoch_ns: int) -> np.ndarray:
+    out = (ns - epoch_ns).astype(np.float64) / 1e9
+    out[ns == MISSING] = np.nan
+    return out
+
+
+def _infer(values: list[AttrValue]) -> str:
+    kinds = set(map(type, values))
+    kinds.discard(type(None))
+    if not kinds:
+        return "object"
+    if kinds == {bool}:
+        return "boolean"
+    if kinds == {int}:
+        return "Int64"
+    if kinds <= {int, float}:
+        return "float64"
+    if kinds == {str}:
+        return "string"
+    return "object"
+
+
+def _column(n: int, rows: np.ndarray, values: list[AttrValue], dtype: str | None) -> Any:
+    """A length-``n`` column with ``values`` at ``rows`` and NA elsewhere."""
+    kind = dtype or _infer(values)
+    try:
+        if kind == "Int64":
+            data = np.zeros(n, dtype=np.int64)
+            mask = np.ones(n, dtype=bool)
+            if values:
+                data[rows] = np.asarray(values, dtype=np.int64)
+                mask[rows] = False
+            return pd.arrays.IntegerArray(data, mask)
+        if kind == "float64":
+            f = np.full(n, np.nan)
+            if values:
+                f[rows] = np.asarray(values, dtype=np.float64)
+            return f
+        if kind == "boolean":
+            b = np.zeros(n, dtype=bool)
+            bmask = np.ones(n, dtype=bool)
+            if values:
+                b[rows] = np.asarray(values, dtype=bool)
+                bmask[rows] = False
+            return pd.arrays.BooleanArray(b, bmask)
+        if kind == "string":
+            obj = np.full(n, None, dtype=object)
+            if values:
+                obj[rows] = np.asarray(values, dtype=object)
+            return pd.array(obj, dtype=_STRING)
+    except (TypeError, ValueError, OverflowError):
+        pass  # a well-known column holding unexpected types: fall back to object
+    obj = np.full(n, None, dtype=object)
+    if values:
+        obj[rows] = np.asarray([*values, None], dtype=object)[:-1]
+    return obj
+
+
+def _strings(values: list[str | None]) -> Any:
+    return pd.array(np.asarray([*values, None], dtype=object)[:-1], dtype=_STRING)
+
+
+def _int_sums(n: int, owner: np.ndarray, col: Any) -> Any:
+    """Per-owner sums of a nullable Int64 column; NA where no row had a value."""
+    if isinstance(col, pd.arrays.IntegerArray):
+        valid = ~np.asarray(col.isna())
+        data = col.to_numpy(dtype=np.int64, na_value=0)
+    else:  # object fallback: sum what is numeric
+        s = pd.to_numeric(pd.Series(col), errors="coerce")
+        valid = s.notna().to_numpy()
+        data = s.fillna(0).to_numpy(dtype=np.int64)
+    sums = np.bincount(owner[valid], weights=data[valid], minlength=n).astype(np.int64)
+    counts = np.bincount(owner[valid], minlength=n)
+    return pd.arrays.IntegerArray(sums, counts == 0)
+
+
+def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
+    """Build all three frames from ``snap``; times are seconds since ``epoch_ns``."""
+    names = phases.registered_phases()
+    n_phase = len(names)
+    n_task, n_sess, n_span = len(snap.task_id), len(snap.session_id), len(snap.span_start)
+
+    # -- owners ---------------------------------------------------------------------------
+    task_rows = np.arange(n_task)
+    sess_task = np.repeat(task_rows, snap.n_sessions)
+    span_task = np.repeat(task_rows, snap.n_spans)
+    sess_first = np.concatenate(([0], np.cumsum(snap.n_sessions, dtype=np.int64)[:-1])) \
+        if n_task else np.empty(0, dtype=np.int64)
+    local = snap.span_session.astype(np.int64)
+    has_sess = local >= 0
+    span_sess = np.where(has_sess, sess_first[span_task] + local if n_span else local, -1)
+    dur = (snap.span_end - snap.span_start).astype(np.float64) / 1e9
+
+    def phase_totals(owner: np.ndarray, n: int, keep: np.ndarray | None) -> np.ndarray:
+        key = owner * n_phase + snap.span_phase
+        w = dur
+        if keep is not None:
+            key, w = key[keep], w[keep]
+        tot = np.bincount(key, weights=w, minlength=n * n_phase).astype(np.float64)
+        return tot.reshape(n, n_phase)
+
+    task_ph = phase_totals(span_task, n_task, None)
+    sess_ph = phase_totals(span_sess, n_sess, has_sess)
+
+    # -- sessions -------------------------------------------------------------------------
+    s_start = _seconds(snap.session_start, epoch_ns)
+    s_end = _seconds(snap.session_end, epoch_ns)
+    s_cols: dict[str, Any] = {
+        S.STATUS: pd.Categorical.from_codes(snap.session_status, dtype=_STATUS_DTYPE),
+        S.START_TS: s_start, S.END_TS: s_end, S.TOTAL_S: s_end - s_start,
+    }
+    for name, dtype in _SESSION_ATTR_DTYPES.items():
+        rows, values = snap.session_attrs.get(name, (np.empty(0, np.int64), []))
+        s_cols[name] = _column(n_sess, rows, values, dtype)
+    for j, ph in enumerate(names):
+        s_cols[S.phase_column(ph)] = sess_ph[:, j]
+    for name, (rows, values) in snap.session_attrs.items():
+        if name not in s_cols:
+            s_cols[name] = _column(n_sess, rows, values, None)
+    sess_index = pd.MultiIndex.from_arrays(
+        [snap.task_id[sess_task], snap.session_id], names=[S.TASK_ID, S.SESSION_ID])
+    sessions = pd.DataFrame(s_cols, index=sess_index)
+
+    # -- tasks ----------------------------------------------------------------------------
+    ts = {ev: _seconds(m, epoch_ns) for ev, m in zip(S.LIFECYCLE_EVENTS, snap.marks, strict=True)}
+    # late marks (e.g. consume after finalize): the last one per (task, event) wins
+    if len(snap.mark_task):
+        ids = pd.Index(snap.task_id)
+        if ids.is_unique:  # common case (one id source): plain int hash lookup
+            ipos = ids.get_indexer(snap.mark_task)
+            found = ipos >= 0
+            pos = ipos.astype(np.float64)
+        else:
+            key = pd.Series(task_rows, index=pd.MultiIndex.from_arrays(
+                [snap.worker, snap.task_id]))
+            key = key[~key.index.duplicated(keep="last")]
+            pos = key.reindex(pd.MultiIndex.from_arrays(
+                [snap.mark_worker, snap.mark_task])).to_numpy()
+            found = ~np.isnan(pos)
+        for code, ev in enumerate(S.LIFECYCLE_EVENTS):
+            sel = found & (snap.mark_event == code)
+            ts[ev][pos[sel].astype(np.int64)] = (snap.mark_ts[sel] - epoch_ns) / 1e9
+    workers = np.asarray([*snap.workers, None], dtype=object)[:-1]
+    t_cols: dict[str, Any] = {
+        S.STATUS: pd.Categorical.from_codes(snap.status, dtype=_STATUS_DTYPE),
+        S.REASON: _strings(snap.reason), S.ERROR: _strings(snap.error),
+        S.WORKER: pd.array(workers[snap.worker] if n_task else workers[:0], dtype=_STRING),
+        S.SUBMIT_TS: ts["submit"], S.DISPATCH_TS: ts["dispatch"], S.START_TS: ts["start"],
+        S.END_TS: ts["end"], S.CONSUME_TS: ts["consume"],
+        S.QUEUE_S: ts["dispatch"] - ts["submit"], S.RUN_S: ts["end"] - ts["start"],
+        S.TOTAL_S: ts["end"] - ts["submit"],
+        S.N_SESSIONS: snap.n_sessions.astype(np.int64),
+        S.PROMPT_TOKENS: _int_sums(n_task, sess_task, s_cols[S.PROMPT_TOKENS]),
+        S.COMPLETION_TOKENS: _int_sums(n_task, sess_task, s_cols[S.COMPLETION_TOKENS]),
+    }
+    for j, ph in enumerate(names):
+        t_cols[S.phase_column(ph)] = task_ph[:, j]
+    for name, (rows, values) in snap.task_attrs.items():
+        if name not in t_cols:
+            t_cols[name] = _column(n_task, rows, values, None)
+    tasks = pd.DataFrame(t_cols, index=pd.Index(snap.task_id, name=S.TASK_ID, dtype=np.int64))
+
+    # -- spans ----------------------------------------------------------------------------
+    server = s_cols[S.SERVER]
+    span_server = pd.array(np.full(n_span, None, dtype=object), dtype=_STRING)
+    if n_span and n_sess:
+        span_server[has_sess] = server[span_sess[has_sess]]
+    spans = pd.DataFrame({
+        S.TASK_ID: snap.task_id[span_task],
+        S.SESSION_ID: pd.arrays.IntegerArray(
+            np.where(has_sess, snap.session_id[np.maximum(span_sess, 0)] if n_sess else 0, 0)
+            .astype(np.int64), ~has_sess),
+        S.PHASE: pd.Categorical.from_codes(snap.span_phase, dtype=pd.CategoricalDtype(names)),
+        S.START: _seconds(snap.span_start, epoch_ns), S.END: _seconds(snap.span_end, epoch_ns),
+        S.DURATION: dur, S.SERVER: span_server,
+        S.STATUS: pd.Categorical.from_codes(snap.status[span_task], dtype=_STATUS_DTYPE),
+        S.CLOSED_AT_FINALIZE: (snap.span_flags & FLAG_CLOSED_AT_FINALIZE).astype(bool),
+        S.RAISED: (snap.span_flags & FLAG_RAISED).astype(bool),
+    })
+    if not math.isfinite(wall_epoch):
+        wall_epoch = float("nan")
+    return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch)

@@ -1,0 +1,108 @@
+"""JSONL persistence: append batches of records to a file; load one or many files back.
+
+A trace file starts with a header record (format, schema version, wall-clock anchor, worker,
+pid) followed by task and mark records (see :mod:`rollout_kit.tracing.store`). Records are
+serialized with orjson, which refuses integers wider than 64 bits — task ids are therefore
+plain sequential ints, never ``uuid4().int``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import ConfigError, TraceSchemaError
+from .frames import Traces, build_traces
+from .store import FORMAT, Store
+
+__all__ = ["TornTraceWarning", "append_records", "load_traces", "read_records"]
+
+StrPath = str | os.PathLike[str]
+
+
+class TornTraceWarning(UserWarning):
+    """The last line of a trace file was cut short (the writer died mid-write); skipped."""
+
+
+def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: bool = False
+                   ) -> None:
+    """Write records as JSON lines in one ``write`` call (append, or truncate first)."""
+    data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    with open(path, "wb" if truncate else "ab") as fh:
+        fh.write(data)
+
+
+def _expand(paths: StrPath | Sequence[StrPath]) -> list[Path]:
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    out: list[Path] = []
+    for item in items:
+        s = os.fspath(item)
+        if any(ch in s for ch in "*?["):
+            out.extend(Path(p) for p in sorted(glob.glob(s, recursive=True)))
+        elif os.path.isdir(s):
+            out.extend(sorted(Path(s).glob("*.jsonl")))
+        else:
+            out.append(Path(s))
+    if not out:
+        raise ConfigError(f"no trace files match {paths!r}")
+    for p in out:
+        if not p.is_file():
+            raise ConfigError(f"trace file {os.fspath(p)!r} does not exist")
+    return out
+
+
+def read_records(path: StrPath) -> list[dict[str, Any]]:
+    """Parse one trace file into records; a torn last line is skipped with a warning.
+
+    Raises:
+        TraceSchemaError: the file is empty, does not start with a trace header, or has a
+            malformed line other than the last.
+    """
+    raw = Path(path).read_bytes()
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    records: list[dict[str, Any]] = []
+    for i, line in enumerate(lines):
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if i == len(lines) - 1 and i > 0:
+                warnings.warn(f"{os.fspath(path)}: skipped a torn last line ({len(line)} bytes)",
+                              TornTraceWarning, stacklevel=3)
+                break
+            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not JSON") from None
+        if not isinstance(rec, dict):
+            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
+        records.append(rec)
+    if not records or records[0].get("kind") != "header" or records[0].get("format") != FORMAT:
+        raise TraceSchemaError(f"{os.fspath(path)} is not a rollout_kit trace (no header)")
+    if not isinstance(records[0].get("wall_epoch"), int | float):
+        raise TraceSchemaError(f"{os.fspath(path)}: header has no numeric wall_epoch")
+    return records
+
+
+def load_traces(paths: StrPath | Sequence[StrPath]) -> Traces:
+    """Load one or several trace files (paths, directories or globs) into one :class:`Traces`.
+
+    Files of different processes are aligned on their wall-clock anchors: times are seconds
+    since the earliest anchor, which becomes ``Traces.wall_epoch``.
+
+    Raises:
+        ConfigError: nothing matches ``paths`` or a named file does not exist.
+        TraceSchemaError: a file is not a trace or is corrupt before its last line.
+    """
+    files = _expand(paths)
+    per_file = [(p, read_records(p)) for p in files]
+    anchor = min(float(r["wall_epoch"]) for _, recs in per_file for r in recs
+                 if r.get("kind") == "header")
+    store = Store()
+    for p, recs in per_file:
+        store.ingest(recs, 0, anchor, source=os.fspath(p))
+    return build_traces(store.snapshot(), 0, anchor)

@@ -1,0 +1,108 @@
+"""Phase registry: the names of the spans a tracer records, each with a plot colour.
+
+A phase is just a name. ``generate``, ``reward`` and ``toolcall`` are built in; any other name
+is registered with :func:`register_phase` or, implicitly, the first time a tracer opens a
+phase of that name. Every registered phase gets a ``<name>_s`` column in the tasks and
+sessions DataFrames without any source edit (AReaL needs four edits per phase).
+
+Phases are numbered in registration order; the tracer stores that small integer code per
+span, and the registry is process-wide so codes are shared by every tracer.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from ..errors import ConfigError
+from .schema import BUILTIN_PHASES
+
+__all__ = [
+    "PALETTE",
+    "phase_code",
+    "phase_color",
+    "phase_name",
+    "register_phase",
+    "registered_phases",
+]
+
+# tab10 without the colours of the built-ins, then tab20's light tones: distinct and readable
+_BUILTIN_COLORS = {"generate": "#2563eb", "reward": "#dc2626", "toolcall": "#f59e0b"}
+PALETTE = (
+    "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2",
+    "#dbdb8d", "#9edae5",
+)
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
+
+_lock = threading.Lock()
+_names: list[str] = []
+_codes: dict[str, int] = {}
+_colors: dict[str, str] = {}
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConfigError(
+            f"phase name must be an identifier-like str of at most 64 chars, got {name!r}"
+        )
+    return name
+
+
+def register_phase(name: str, color: str | None = None) -> None:
+    """Register a phase (idempotent); give it ``color`` or the next palette colour.
+
+    Registering an existing phase with a colour changes its colour; without one it is a
+    no-op.
+
+    Raises:
+        ConfigError: ``name`` is not an identifier-like string, or ``color`` is not a str.
+    """
+    _check_name(name)
+    if color is not None and not isinstance(color, str):
+        raise ConfigError(f"phase color must be a str such as '#1f77b4', got {color!r}")
+    with _lock:
+        if name not in _codes:
+            _codes[name] = len(_names)
+            _names.append(name)
+            n_custom = len(_names) - len(BUILTIN_PHASES) - 1
+            _colors[name] = color or PALETTE[n_custom % len(PALETTE)]
+        elif color is not None:
+            _colors[name] = color
+
+
+def phase_code(name: str) -> int:
+    """The registry code of ``name``, registering the phase on first use."""
+    code = _codes.get(name)
+    if code is None:
+        register_phase(name)
+        code = _codes[name]
+    return code
+
+
+def phase_name(code: int) -> str:
+    """The phase name for a registry code."""
+    return _names[code]
+
+
+def phase_color(name: str) -> str:
+    """The colour of a registered phase.
+
+    Raises:
+        ConfigError: the phase is not registered.
+    """
+    try:
+        return _colors[name]
+    except KeyError:
+        raise ConfigError(
+            f"phase {name!r} is not registered; registered: {registered_phases()}"
+        ) from None
+
+
+def registered_phases() -> list[str]:
+    """All registered phase names, built-ins first, then in registration order."""
+    return list(_names)
+
+
+for _name in BUILTIN_PHASES:
+    register_phase(_name, _BUILTIN_COLORS[_name])

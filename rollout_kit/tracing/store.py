@@ -1,0 +1,441 @@
+"""Columnar storage of finished tasks, their sessions and spans.
+
+A task is committed once, when it is finalized, together with all its sessions and spans, so
+the sessions (and the spans) of one task sit in consecutive rows: a task row only needs its
+counts ``n_sessions``/``n_spans`` and a span only the task-local index of its session. Numbers
+live in ``array.array`` buffers (8 bytes per value, no per-row objects); strings and
+attributes in lists. Attributes are sparse columns: ``name -> (rows, values)``.
+
+Times are ``perf_counter_ns`` integers on the owning tracer's clock; ``MISSING`` marks an
+absent lifecycle mark. Late marks (e.g. ``consume`` after ``finalize``) are appended to their
+own small table and merged when frames are built.
+
+Records (the JSONL lines and what ``Tracer.drain_records`` returns) are plain dicts::
+
+    {"kind": "header", "format": "rollout_kit.trace", "schema": 1, "wall_epoch": 1.7e9,
+     "epoch_ns": 123, "worker": "w0", "pid": 42}
+    {"kind": "task", "task_id": 7, "worker": "w0", "status": "accepted", "reason": null,
+     "error": null, "marks": [0, 10, 20, 90, null], "attrs": {...},
+     "sessions": [{"session_id": 3, "status": "accepted", "start": 21, "end": 80,
+                   "attrs": {"server": "127.0.0.1:30000", "prompt_tokens": 12}}],
+     "spans": [[0, "generate", 22, 60, 0]]}   # [session index or -1, phase, start, end, flags]
+    {"kind": "mark", "task_id": 7, "worker": "w0", "event": "consume", "ts": 120}
+
+Times in records are integer nanoseconds relative to the header's ``epoch_ns``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, TraceSchemaError
+from . import phases
+from .schema import LIFECYCLE_EVENTS, SCHEMA_VERSION, STATUSES
+
+__all__ = [
+    "FLAG_CLOSED_AT_FINALIZE",
+    "FLAG_RAISED",
+    "FORMAT",
+    "MISSING",
+    "IdSet",
+    "Snapshot",
+    "Store",
+    "check_attrs",
+    "check_counts",
+]
+
+FORMAT = "rollout_kit.trace"
+MISSING = -(2**63)
+FLAG_CLOSED_AT_FINALIZE = 1
+FLAG_RAISED = 2
+STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
+EVENT_CODES = {e: i for i, e in enumerate(LIFECYCLE_EVENTS)}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SCALARS = (str, int, float, bool, type(None))
+
+AttrValue = str | int | float | bool | None
+SessionRow = tuple[int, int, int, int, dict[str, AttrValue]]  # id, status, start, end, attrs
+SpanRow = tuple[int, int, int, int, int]  # session index | -1, phase code, start, end, flags
+
+
+def check_attrs(attrs: Mapping[str, object], reserved: frozenset[str]) -> None:
+    """Reject attributes that would not survive JSON or would shadow a computed column.
+
+    Values must be ``None``, ``bool``, ``str``, ``float`` or an ``int`` that fits in 64 bits
+    (orjson rejects wider ints; a ``uuid4().int`` is 128 bits).
+
+    Raises:
+        ConfigError: a value of another type, an int beyond 64 bits, or a reserved name.
+    """
+    for name, value in attrs.items():
+        if type(value) not in _SCALARS and not isinstance(value, _SCALARS):
+            raise ConfigError(
+                f"trace attribute {name!r} must be None, bool, int, float or str, got "
+                f"{type(value).__name__} (convert it, e.g. str(value), before annotating)"
+            )
+        if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+            raise ConfigError(f"trace attribute {name!r}={value} does not fit in 64 bits")
+        if name in reserved or (name.endswith("_s") and name[:-2] in phases._codes):
+            raise ConfigError(f"trace attribute name {name!r} is reserved for a computed column")
+
+
+def check_counts(counts: Mapping[str, object], reserved: frozenset[str]) -> None:
+    """Like :func:`check_attrs`, for ``increment``: values must be int or float (not bool)."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(
+                f"increment({name}=...) needs an int or float, got {type(value).__name__}"
+            )
+    check_attrs(counts, reserved)
+
+
+class IdSet:
+    """Set of task ids, as a bitmap for ids below 2**27 (16 MiB at most), else a set."""
+
+    __slots__ = ("_big", "_bits")
+    LIMIT = 1 << 27
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        self._big: set[int] = set()
+
+    def add(self, i: int) -> None:
+        """Insert ``i``."""
+        if i >= self.LIMIT:
+            self._big.add(i)
+            return
+        byte = i >> 3
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(max(byte + 1 - len(self._bits), len(self._bits))))
+        self._bits[byte] |= 1 << (i & 7)
+
+    def __contains__(self, i: int) -> bool:
+        if i >= self.LIMIT:
+            return i in self._big
+        byte = i >> 3
+        return byte < len(self._bits) and bool(self._bits[byte] & (1 << (i & 7)))
+
+
+class _Sparse:
+    """One attribute column: the rows that have a value, and the values."""
+
+    __slots__ = ("rows", "values")
+
+    def __init__(self) -> None:
+        self.rows = array("q")
+        self.values: list[AttrValue] = []
+
+    def copy(self) -> _Sparse:
+        c = _Sparse()
+        c.rows = array("q", self.rows)
+        c.values = list(self.values)
+        return c
+
+
+def _put(cols: dict[str, _Sparse], row: int, attrs: Mapping[str, AttrValue]) -> None:
+    for name, value in attrs.items():
+        col = cols.get(name)
+        if col is None:
+            col = cols[name] = _Sparse()
+        col.rows.append(row)
+        col.values.append(value)
+
+
+@dataclass
+class Snapshot:
+    """An immutable numpy copy of a :class:`Store`, the input of the frame builders."""
+
+    task_id: np.ndarray
+    status: np.ndarray
+    worker: np.ndarray
+    workers: list[str | None]
+    marks: list[np.ndarray]
+    reason: list[str | None]
+    error: list[str | None]
+    n_sessions: np.ndarray
+    n_spans: np.ndarray
+    task_attrs: dict[str, tuple[np.ndarray, list[AttrValue]]]
+    session_id: np.ndarray
+    session_status: np.ndarray
+    session_start: np.ndarray
+    session_end: np.ndarray
+    session_attrs: dict[str, tuple[np.ndarray, list[AttrValue]]]
+    span_session: np.ndarray
+    span_phase: np.ndarray
+    span_start: np.ndarray
+    span_end: np.ndarray
+    span_flags: np.ndarray
+    mark_task: np.ndarray
+    mark_worker: np.ndarray
+    mark_event: np.ndarray
+    mark_ts: np.ndarray
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _np(a: array[Any], dtype: type) -> np.ndarray:
+    if len(a) == 0:
+        return np.empty(0, dtype=dtype)
+    return np.frombuffer(a, dtype=dtype).copy()
+
+
+# strides of the flat int64 row buffers
+T_ID, T_STATUS, T_WORKER, T_NSESS, T_NSPAN, T_MARKS = 0, 1, 2, 3, 4, 5
+T_STRIDE = T_MARKS + len(LIFECYCLE_EVENTS)
+S_STRIDE = 4  # session_id, status, start, end
+P_STRIDE = 5  # session index | -1, phase code, start, end, flags
+M_STRIDE = 4  # task_id, worker, event, ts
+
+
+def _rows(a: array[int], stride: int) -> np.ndarray:
+    if len(a) == 0:
+        return np.empty((0, stride), dtype=np.int64)
+    return np.frombuffer(a, dtype=np.int64).reshape(-1, stride).copy()
+
+
+class Store:
+    """Columnar buffers of committed tasks, sessions, spans and late marks.
+
+    Numbers of one row are stored side by side in one flat ``array('q')`` per table (one
+    ``extend`` per row instead of one ``append`` per field), read back as a 2-D numpy view.
+    """
+
+    def __init__(self) -> None:
+        self.tasks = array("q")
+        self.sessions = array("q")
+        self.spans = array("q")
+        self.marks = array("q")
+        self.workers: list[str | None] = []
+        self.reason = _Sparse()
+        self.error = _Sparse()
+        self.task_attrs: dict[str, _Sparse] = {}
+        self.session_attrs: dict[str, _Sparse] = {}
+
+    def __len__(self) -> int:
+        return len(self.tasks) // T_STRIDE
+
+    @property
+    def n_sessions(self) -> int:
+        """Number of committed sessions."""
+        return len(self.sessions) // S_STRIDE
+
+    @property
+    def n_spans(self) -> int:
+        """Number of committed spans."""
+        return len(self.spans) // P_STRIDE
+
+    @property
+    def n_marks(self) -> int:
+        """Number of late marks."""
+        return len(self.marks) // M_STRIDE
+
+    # -- writing ------------------------------------------------------------------------
+    def worker_code(self, worker: str | None) -> int:
+        """The code of ``worker`` in this store, adding it on first use."""
+        try:
+            return self.workers.index(worker)
+        except ValueError:
+            self.workers.append(worker)
+            return len(self.workers) - 1
+
+    def commit(self, task_id: int, status: int, worker: int, marks: list[int],
+               reason: str | None, error: str | None, attrs: Mapping[str, AttrValue],
+               sessions: list[SessionRow], spans: list[SpanRow]) -> None:
+        """Append one finished task with its sessions and spans."""
+        row = len(self.tasks) // T_STRIDE
+        self.tasks.extend((task_id, status, worker, len(sessions), len(spans), *marks))
+        if reason is not None:
+            self.reason.rows.append(row)
+            self.reason.values.append(reason)
+        if error is not None:
+            self.error.rows.append(row)
+            self.error.values.append(error)
+        if attrs:
+            _put(self.task_attrs, row, attrs)
+        buf = self.sessions
+        for sid, sstatus, start, end, sattrs in sessions:
+            if sattrs:
+                _put(self.session_attrs, len(buf) // S_STRIDE, sattrs)
+            buf.extend((sid, sstatus, start, end))
+        if spans:
+            self.spans.extend(chain.from_iterable(spans))
+
+    def add_mark(self, task_id: int, worker: int, event: int, ts: int) -> None:
+        """Append a mark for an already committed task."""
+        self.marks.extend((task_id, worker, event, ts))
+
+    # -- reading ------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """Copy every buffer into numpy arrays (call under the owner's lock)."""
+        def sparse(cols: dict[str, _Sparse]) -> dict[str, tuple[np.ndarray, list[AttrValue]]]:
+            return {k: (_np(c.rows, np.int64), list(c.values)) for k, c in cols.items()}
+
+        t = _rows(self.tasks, T_STRIDE)
+        s = _rows(self.sessions, S_STRIDE)
+        p = _rows(self.spans, P_STRIDE)
+        m = _rows(self.marks, M_STRIDE)
+        n = len(t)
+        return Snapshot(
+            task_id=t[:, T_ID], status=t[:, T_STATUS].astype(np.int8),
+            worker=t[:, T_WORKER].astype(np.int16), workers=list(self.workers),
+            marks=[t[:, T_MARKS + i] for i in range(len(LIFECYCLE_EVENTS))],
+            reason=_dense(n, self.reason), error=_dense(n, self.error),
+            n_sessions=t[:, T_NSESS], n_spans=t[:, T_NSPAN],
+            task_attrs=sparse(self.task_attrs),
+            session_id=s[:, 0], session_status=s[:, 1].astype(np.int8),
+            session_start=s[:, 2], session_end=s[:, 3],
+            session_attrs=sparse(self.session_attrs),
+            span_session=p[:, 0], span_phase=p[:, 1], span_start=p[:, 2], span_end=p[:, 3],
+            span_flags=p[:, 4],
+            mark_task=m[:, 0], mark_worker=m[:, 1].astype(np.int16),
+            mark_event=m[:, 2].astype(np.int8), mark_ts=m[:, 3],
+        )
+
+    def copy(self) -> Store:
+        """A deep copy of the buffers (for a snapshot that adds live tasks)."""
+        c = Store()
+        for name in ("tasks", "sessions", "spans", "marks"):
+            setattr(c, name, array("q", getattr(self, name)))
+        c.workers = list(self.workers)
+        c.reason, c.error = self.reason.copy(), self.error.copy()
+        c.task_attrs = {k: v.copy() for k, v in self.task_attrs.items()}
+        c.session_attrs = {k: v.copy() for k, v in self.session_attrs.items()}
+        return c
+
+    # -- records ------------------------------------------------------------------------
+    def records(self, epoch_ns: int, task_from: int, span_from: int, session_from: int,
+                mark_from: int) -> tuple[list[dict[str, Any]], tuple[int, int, int, int]]:
+        """Records for the rows from the given cursors on, and the new cursors."""
+        def rel(ts: int) -> int | None:
+            return None if ts == MISSING else ts - epoch_ns
+
+        t_attr_rows = _rows_by_owner(self.task_attrs, task_from)
+        s_attr_rows = _rows_by_owner(self.session_attrs, session_from)
+        reasons = _rows_by_owner({"r": self.reason, "e": self.error}, task_from)
+        names = phases._names
+        T, Ss, P = self.tasks, self.sessions, self.spans
+        out: list[dict[str, Any]] = []
+        srow, prow = session_from, span_from
+        for row in range(task_from, len(T) // T_STRIDE):
+            b = row * T_STRIDE
+            sessions = []
+            for _ in range(T[b + T_NSESS]):
+                o = srow * S_STRIDE
+                sessions.append({
+                    "session_id": Ss[o], "status": STATUSES[Ss[o + 1]],
+                    "start": rel(Ss[o + 2]), "end": rel(Ss[o + 3]),
+                    "attrs": s_attr_rows.get(srow, {}),
+                })
+                srow += 1
+            spans = []
+            for _ in range(T[b + T_NSPAN]):
+                o = prow * P_STRIDE
+                spans.append([P[o], names[P[o + 1]], P[o + 2] - epoch_ns, P[o + 3] - epoch_ns,
+                              P[o + 4]])
+                prow += 1
+            re = reasons.get(row, {})
+            out.append({
+                "kind": "task", "task_id": T[b], "worker": self.workers[T[b + T_WORKER]],
+                "status": STATUSES[T[b + T_STATUS]], "reason": re.get("r"),
+                "error": re.get("e"),
+                "marks": [rel(T[b + T_MARKS + i]) for i in range(len(LIFECYCLE_EVENTS))],
+                "attrs": t_attr_rows.get(row, {}), "sessions": sessions, "spans": spans,
+            })
+        M = self.marks
+        for i in range(mark_from, len(M) // M_STRIDE):
+            o = i * M_STRIDE
+            out.append({"kind": "mark", "task_id": M[o], "worker": self.workers[M[o + 1]],
+                        "event": LIFECYCLE_EVENTS[M[o + 2]], "ts": M[o + 3] - epoch_ns})
+        return out, (len(T) // T_STRIDE, prow, srow, len(M) // M_STRIDE)
+
+    def ingest(self, records: Iterable[Mapping[str, Any]], epoch_ns: int,
+               wall_epoch: float, source: str = "records") -> int:
+        """Append records (header first) re-anchored on ``wall_epoch``/``epoch_ns``.
+
+        Times of a segment are shifted by the difference of its header's wall-clock anchor
+        and ``wall_epoch``, so traces of several processes share one time axis.
+
+        Returns:
+            The number of task records ingested.
+
+        Raises:
+            TraceSchemaError: a record is malformed, or comes before any header.
+        """
+        shift: int | None = None
+        default_worker: str | None = None
+        n = 0
+        for i, rec in enumerate(records):
+            try:
+                kind = rec["kind"]
+                if kind == "header":
+                    if rec.get("format") != FORMAT:
+                        raise TraceSchemaError(f"{source}: record {i} is not a {FORMAT} header")
+                    if rec.get("schema") != SCHEMA_VERSION:
+                        raise TraceSchemaError(
+                            f"{source}: schema {rec.get('schema')!r}, expected {SCHEMA_VERSION}")
+                    shift = epoch_ns + round((float(rec["wall_epoch"]) - wall_epoch) * 1e9)
+                    default_worker = rec.get("worker")
+                    continue
+                if shift is None:
+                    raise TraceSchemaError(f"{source}: record {i} comes before any header")
+                if kind == "task":
+                    self._ingest_task(rec, shift, rec.get("worker", default_worker))
+                    n += 1
+                elif kind == "mark":
+                    self.add_mark(int(rec["task_id"]),
+                                  self.worker_code(rec.get("worker", default_worker)),
+                                  EVENT_CODES[rec["event"]], int(rec["ts"]) + shift)
+                else:
+                    raise TraceSchemaError(f"{source}: record {i} has unknown kind {kind!r}")
+            except (KeyError, TypeError, ValueError, IndexError) as exc:
+                if isinstance(exc, TraceSchemaError):
+                    raise
+                raise TraceSchemaError(f"{source}: malformed record {i}: {exc!r}") from exc
+        return n
+
+    def _ingest_task(self, rec: Mapping[str, Any], shift: int, worker: str | None) -> None:
+        def ts(v: int | None) -> int:
+            return MISSING if v is None else int(v) + shift
+
+        marks = [ts(m) for m in rec["marks"]]
+        if len(marks) != len(LIFECYCLE_EVENTS):
+            raise ValueError(f"marks must have {len(LIFECYCLE_EVENTS)} entries")
+        sessions: list[SessionRow] = [
+            (int(s["session_id"]), STATUS_CODES[s["status"]], ts(s["start"]), ts(s["end"]),
+             dict(s.get("attrs") or {}))
+            for s in rec["sessions"]
+        ]
+        spans: list[SpanRow] = [
+            (int(local), phases.phase_code(name), int(start) + shift, int(end) + shift,
+             int(flags))
+            for local, name, start, end, flags in rec["spans"]
+        ]
+        self.commit(int(rec["task_id"]), STATUS_CODES[rec["status"]], self.worker_code(worker),
+                    marks, rec.get("reason"), rec.get("error"), dict(rec.get("attrs") or {}),
+                    sessions, spans)
+
+
+def _rows_by_owner(cols: dict[str, _Sparse], from_row: int) -> dict[int, dict[str, AttrValue]]:
+    """``row -> {name: value}`` for attribute rows at or after ``from_row``."""
+    out: dict[int, dict[str, AttrValue]] = {}
+    for name, col in cols.items():
+        rows = col.rows
+        # rows are increasing: scan back from the end to the first row >= from_row
+        start = len(rows)
+        while start > 0 and rows[start - 1] >= from_row:
+            start -= 1
+        for j in range(start, len(rows)):
+            out.setdefault(rows[j], {})[name] = col.values[j]
+    return out
+
+
+def _dense(n: int, col: _Sparse) -> list[str | None]:
+    out: list[str | None] = [None] * n
+    for r, v in zip(col.rows, col.values, strict=True):
+        out[r] = v  # type: ignore[assignment]
+    return out

@@ -1,0 +1,624 @@
+"""The tracer: task lifecycle marks, sessions, phase spans and attributes, kept cheaply.
+
+Usage::
+
+    tr = Tracer(path="traces.jsonl")
+    tr.register_task(0)                      # the caller owns the id; submit mark now
+    with tr.task_scope(0):                   # what the executor wraps a workflow run in
+        tr.mark(0, "start")
+        async with tr.session() as sid:      # one generated sample
+            async with tr.phase("generate"):
+                ...
+            tr.increment(prompt_tokens=12, completion_tokens=30)
+    tr.finalize(0, "accepted")
+    tr.tasks_df()
+
+Live state (tasks not yet finalized, their sessions, open phases) lives in small slotted
+objects; ``finalize`` moves a task with its sessions and spans into the columnar
+:class:`~rollout_kit.tracing.store.Store` and drops the live objects, so memory per finished
+session is a few hundred bytes and nothing grows per finished task except the records and a
+one-bit-per-id "seen" bitmap.
+
+Error behaviour (all from :mod:`rollout_kit.errors`):
+
+- invalid task id → ``InvalidTaskIdError``; registering a live or already finalized id
+  → ``DuplicateTaskIdError``; an id never registered → ``UnknownTaskIdError``;
+- unknown status or lifecycle event, non-scalar or reserved attribute → ``ConfigError``
+  (raised at the call, so nothing invalid is ever stored);
+- finalizing twice, a phase or annotation for an unknown/finished session, ending a phase
+  that was never started or already ended → ``TraceStateError``;
+- a mark (e.g. ``consume``) for an already finalized task is recorded, not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from contextvars import Token
+from pathlib import Path
+from time import perf_counter_ns
+from types import TracebackType
+from typing import Any
+
+import pandas as pd
+
+from ..errors import (
+    ConfigError,
+    DuplicateTaskIdError,
+    TraceStateError,
+    UnknownTaskIdError,
+    truncate,
+)
+from ..ids import validate_task_id
+from . import context as ctx
+from . import schema as S
+from .frames import Traces, build_traces
+from .persist import append_records
+from .phases import phase_code
+from .scopes import CLOSED, ENDED, NEW, OPEN, PhaseScope, SessionScope
+from .store import (
+    EVENT_CODES,
+    FLAG_CLOSED_AT_FINALIZE,
+    FORMAT,
+    MISSING,
+    STATUS_CODES,
+    AttrValue,
+    IdSet,
+    SessionRow,
+    SpanRow,
+    Store,
+    check_attrs,
+    check_counts,
+)
+
+__all__ = ["Tracer"]
+
+MAX_ERROR_CHARS = 2000
+_TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
+_SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
+                               S.TOTAL_S})
+_INT63 = 2**63
+_PENDING = 0
+
+
+class _LiveTask:
+    __slots__ = ("attrs", "lock", "marks", "open", "sessions", "spans", "task_id", "wcode")
+
+    def __init__(self, task_id: int, lock: threading.Lock, now: int, wcode: int) -> None:
+        self.task_id = task_id
+        self.wcode = wcode
+        self.lock = lock
+        self.marks = [now, MISSING, MISSING, MISSING, MISSING]
+        self.attrs: dict[str, AttrValue] | None = None
+        self.sessions: list[_LiveSession] = []
+        self.spans: list[SpanRow] = []
+        self.open: list[PhaseScope] = []
+
+
+class _LiveSession:
+    __slots__ = ("attrs", "end", "local", "session_id", "start", "status", "task")
+
+    def __init__(self, session_id: int, task: _LiveTask, local: int, start: int) -> None:
+        self.session_id = session_id
+        self.task = task
+        self.local = local
+        self.start = start
+        self.end: int | None = None
+        self.status: int | None = None
+        self.attrs: dict[str, AttrValue] | None = None
+
+
+class _TaskScope:
+    """Makes a task (and its tracer) current; restores the previous values on exit."""
+
+    __slots__ = ("_task_id", "_tokens", "_tracer")
+
+    def __init__(self, tracer: Tracer, task_id: int) -> None:
+        self._tracer = tracer
+        self._task_id = task_id
+        self._tokens: tuple[Token[Any], Token[Any], Token[Any]] | None = None
+
+    def __enter__(self) -> int:
+        tr, tid = self._tracer, self._task_id
+        if tr.enabled and tid not in tr._live:
+            raise tr._not_live(tid, "task_scope")
+        self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(None))
+        return tid
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        tokens, self._tokens = self._tokens, None
+        if tokens is not None:
+            ctx.SESSION.reset(tokens[2])
+            ctx.TASK.reset(tokens[1])
+            ctx.TRACER.reset(tokens[0])
+
+    async def __aenter__(self) -> int:
+        return self.__enter__()
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.__exit__(et, ev, tb)
+
+
+class Tracer:
+    """Records task lifecycles, sessions and phase spans; builds DataFrames; writes JSONL.
+
+    Args:
+        path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
+            in batches); ``None`` keeps records in memory only.
+        flush_threshold: write to ``path`` once this many records are pending.
+        worker: name of this process/worker, stored with every task (``worker`` column).
+        enabled: when false every call is a cheap no-op (``register_session`` still returns
+            distinct ids).
+
+    Attributes:
+        epoch_ns: ``perf_counter_ns()`` at creation / last reset; frame times are seconds
+            since this instant.
+        wall_epoch: ``time.time()`` at the same instant.
+    """
+
+    def __init__(self, *, path: str | os.PathLike[str] | None = None,
+                 flush_threshold: int = 1024, worker: str | None = None,
+                 enabled: bool = True) -> None:
+        if isinstance(flush_threshold, bool) or not isinstance(flush_threshold, int) \
+                or flush_threshold < 1:
+            raise ConfigError(f"flush_threshold must be an int >= 1, got {flush_threshold!r}")
+        if worker is not None and not isinstance(worker, str):
+            raise ConfigError(f"worker must be a str or None, got {worker!r}")
+        self.path = Path(path) if path is not None else None
+        self.flush_threshold = flush_threshold
+        self.worker = worker
+        self.enabled = bool(enabled)
+        self._lock = threading.Lock()
+        self._io_lock = threading.Lock()
+        self._live: dict[int, _LiveTask] = {}
+        self._sessions: dict[int, _LiveSession] = {}
+        self._next_sid = 0
+        self._start_epoch()
+
+    def _start_epoch(self) -> None:
+        self.wall_epoch = time.time()
+        self.epoch_ns = perf_counter_ns()
+        self._store = Store()
+        self._wcode = self._store.worker_code(self.worker)
+        self._done = IdSet()
+        self._cursor = (0, 0, 0, 0)
+        if self.path is not None:
+            append_records(self.path, [self._header()], truncate=True)
+
+    def _header(self) -> dict[str, Any]:
+        return {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,
+                "wall_epoch": self.wall_epoch, "epoch_ns": self.epoch_ns,
+                "worker": self.worker, "pid": os.getpid()}
+
+    # -- tasks ----------------------------------------------------------------------------
+    def register_task(self, task_id: int, *, worker: str | None = None,
+                      **attrs: AttrValue) -> None:
+        """Record a task id given by the caller (never creates one) and its submit mark.
+
+        ``worker`` names the worker that runs the task (its ``worker`` column); default: the
+        tracer's own ``worker``. In-process workers sharing one tracer pass their names.
+
+        Raises:
+            InvalidTaskIdError: ``task_id`` is not a non-negative 63-bit int.
+            DuplicateTaskIdError: the id is live or was already finalized here.
+            ConfigError: an attribute is not a JSON scalar or has a reserved name.
+        """
+        if not self.enabled:
+            return
+        if type(task_id) is not int or task_id < 0 or task_id >= _INT63:
+            task_id = validate_task_id(task_id)
+        if attrs:
+            check_attrs(attrs, _TASK_RESERVED)
+        now = perf_counter_ns()
+        with self._lock:
+            if task_id in self._live or task_id in self._done:
+                state = "live" if task_id in self._live else "already finalized"
+                raise DuplicateTaskIdError(f"task_id {task_id} is {state} in this tracer")
+            wcode = self._wcode if worker is None else self._store.worker_code(worker)
+            t = _LiveTask(task_id, self._lock, now, wcode)
+            if attrs:
+                t.attrs = attrs
+            self._live[task_id] = t
+
+    def annotate_task(self, task_id: int | None = None, **attrs: AttrValue) -> None:
+        """Set attributes of a live task (the current task when ``task_id`` is None).
+
+        Raises:
+            UnknownTaskIdError: the task is not live; TraceStateError: no current task.
+        """
+        if not self.enabled or not attrs:
+            return
+        check_attrs(attrs, _TASK_RESERVED)
+        if task_id is None:
+            task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
+            if task_id is None:
+                raise TraceStateError("annotate_task(): no task_id given and no current task")
+        with self._lock:
+            t = self._live.get(task_id)
+            if t is None:
+                raise self._not_live(task_id, "annotate_task")
+            if t.attrs is None:
+                t.attrs = {}
+            t.attrs.update(attrs)
+
+    def mark(self, task_id: int, event: str, ts_ns: int | None = None) -> None:
+        """Record lifecycle ``event`` (submit, dispatch, start, end, consume) of a task.
+
+        ``ts_ns`` is a ``perf_counter_ns()`` value (default: now). Marking a finalized task
+        (typically ``consume``) is recorded and merged into its row.
+
+        Raises:
+            ConfigError: unknown event; UnknownTaskIdError: the task was never registered.
+        """
+        if not self.enabled:
+            return
+        code = EVENT_CODES.get(event)
+        if code is None:
+            raise ConfigError(f"unknown lifecycle event {event!r}; use one of "
+                              f"{S.LIFECYCLE_EVENTS}")
+        if ts_ns is None:
+            ts_ns = perf_counter_ns()
+        elif isinstance(ts_ns, bool) or not isinstance(ts_ns, int):
+            raise ConfigError(f"ts_ns must be an int from perf_counter_ns(), got {ts_ns!r}")
+        with self._lock:
+            t = self._live.get(task_id)
+            if t is not None:
+                t.marks[code] = ts_ns
+                return
+            if validate_task_id(task_id) in self._done:
+                self._store.add_mark(task_id, self._wcode, code, ts_ns)
+                flush = self.path is not None and self._pending_records() >= self.flush_threshold
+            else:
+                raise UnknownTaskIdError(f"mark({event!r}): task_id {task_id} was never "
+                                         "registered in this tracer")
+        if flush:
+            self.flush()
+
+    def finalize(self, task_id: int, status: str, reason: str | None = None,
+                 error: BaseException | str | None = None) -> None:
+        """Close a task: set its status, close what is still open, commit its records.
+
+        Sets the ``end`` mark if it is missing; phases still open are closed now and flagged
+        ``closed_at_finalize``; sessions still open end now; a session without a status of
+        its own takes the task's. The live state of the task is released.
+
+        Raises:
+            ConfigError: ``status`` is not one of accepted, rejected, failed, cancelled.
+            TraceStateError: the task was already finalized.
+            UnknownTaskIdError: the task was never registered.
+        """
+        if not self.enabled:
+            return
+        code = STATUS_CODES.get(status, _PENDING)
+        if code == _PENDING:
+            raise ConfigError(f"unknown final status {status!r}; use one of "
+                              f"{sorted(S.TERMINAL_STATUSES)}")
+        if reason is not None and not isinstance(reason, str):
+            reason = str(reason)
+        err: str | None = None
+        if isinstance(error, BaseException):
+            err = truncate(f"{type(error).__name__}: {error}", MAX_ERROR_CHARS)
+        elif error is not None:
+            err = truncate(str(error), MAX_ERROR_CHARS)
+        now = perf_counter_ns()
+        with self._lock:
+            t = self._live.pop(task_id, None)
+            if t is None:
+                if validate_task_id(task_id) in self._done:
+                    raise TraceStateError(f"task_id {task_id} was already finalized")
+                raise UnknownTaskIdError(
+                    f"finalize(): task_id {task_id} was never registered in this tracer")
+            self._done.add(task_id)
+            self._commit(self._store, t, code, reason, err, now)
+            for s in t.sessions:
+                del self._sessions[s.session_id]
+            flush = self.path is not None and self._pending_records() >= self.flush_threshold
+        if flush:
+            self.flush()
+
+    def _commit(self, store: Store, t: _LiveTask, code: int, reason: str | None,
+                err: str | None, now: int | None) -> None:
+        """Write ``t`` into ``store``; ``now=None`` snapshots a live task as pending."""
+        marks = t.marks
+        spans = t.spans
+        if now is not None:
+            if marks[3] == MISSING:
+                marks[3] = now
+            for sc in t.open:
+                spans.append((sc._local, sc._code, sc._start, now, FLAG_CLOSED_AT_FINALIZE))
+                sc._task = None
+                sc._state = CLOSED
+            t.open = []
+        sessions: list[SessionRow] = []
+        for s in t.sessions:
+            end = s.end if s.end is not None else (now if now is not None else MISSING)
+            sessions.append((s.session_id, code if s.status is None else s.status,
+                             s.start, end, s.attrs or {}))
+        store.commit(t.task_id, code, t.wcode, marks, reason, err, t.attrs or {},
+                     sessions, spans)
+
+    def _not_live(self, task_id: object, what: str) -> Exception:
+        tid = validate_task_id(task_id)
+        if tid in self._done:
+            return TraceStateError(f"{what}: task_id {tid} is already finalized")
+        return UnknownTaskIdError(f"{what}: task_id {tid} was never registered in this tracer")
+
+    def task_scope(self, task_id: int) -> _TaskScope:
+        """Context manager making ``task_id`` (and this tracer) current; restores on exit.
+
+        Usable with ``with`` and ``async with``; the executor wraps each workflow run in it,
+        so phases, sessions and the module-level helpers inside find the task.
+
+        Raises:
+            UnknownTaskIdError: the task is not registered (TraceStateError if finalized).
+        """
+        return _TaskScope(self, task_id)
+
+    # -- sessions -------------------------------------------------------------------------
+    def register_session(self, task_id: int | None = None) -> int:
+        """Start a session of ``task_id`` (the current task when None); return its id.
+
+        Session ids count 0, 1, 2, … per tracer.
+
+        Raises:
+            TraceStateError: no task given and none current; UnknownTaskIdError: not live.
+        """
+        if not self.enabled:
+            with self._lock:
+                self._next_sid += 1
+                return self._next_sid - 1
+        if task_id is None:
+            task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
+            if task_id is None:
+                raise TraceStateError("register_session(): no task_id and no current task")
+        return self._new_session(task_id).session_id
+
+    def _new_session(self, task_id: int) -> _LiveSession:
+        now = perf_counter_ns()
+        with self._lock:
+            t = self._live.get(task_id)
+            if t is None:
+                raise self._not_live(task_id, "register_session")
+            sid = self._next_sid
+            self._next_sid = sid + 1
+            s = _LiveSession(sid, t, len(t.sessions), now)
+            t.sessions.append(s)
+            self._sessions[sid] = s
+        return s
+
+    def end_session(self, session_id: int, status: str | None = None) -> None:
+        """End a session registered with :meth:`register_session` (optionally set status).
+
+        Raises:
+            TraceStateError: unknown or finished session, or already ended.
+            ConfigError: unknown status.
+        """
+        if not self.enabled:
+            return
+        code = None if status is None else STATUS_CODES.get(status)
+        if status is not None and not code:
+            raise ConfigError(f"unknown session status {status!r}")
+        now = perf_counter_ns()
+        with self._lock:
+            s = self._session(session_id, "end_session")
+            if s.end is not None:
+                raise TraceStateError(f"session {session_id} already ended")
+            s.end = now
+            if code is not None:
+                s.status = code
+
+    def session(self, task_id: int | None = None) -> SessionScope:
+        """Context manager / decorator: a new session of ``task_id`` (current task if None).
+
+        ``with`` and ``async with`` both work; the value is the session id. It becomes the
+        current session (and the task the current task) until exit, when the previous
+        values are restored; an exception marks the session ``failed`` (``cancelled`` for
+        ``asyncio.CancelledError``).
+        """
+        return SessionScope(self, task_id, strict=True)
+
+    def _session(self, session_id: int | None, what: str) -> _LiveSession:
+        if session_id is None:
+            session_id = ctx.SESSION.get() if ctx.TRACER.get() is self else None
+            if session_id is None:
+                raise TraceStateError(f"{what}(): no session_id given and no current session")
+        s = self._sessions.get(session_id)
+        if s is None:
+            raise TraceStateError(
+                f"{what}(): session {session_id!r} is unknown or its task is finalized")
+        return s
+
+    def annotate(self, session_id: int | None = None, **attrs: AttrValue) -> None:
+        """Set attributes of a session (current session when None), e.g. ``server=...``.
+
+        Values must be None, bool, int (64-bit), float or str — anything else raises
+        ``ConfigError`` here, so a record can always be written.
+
+        Raises:
+            ConfigError: bad value or reserved name; TraceStateError: no such live session.
+        """
+        if not self.enabled or not attrs:
+            return
+        check_attrs(attrs, _SESSION_RESERVED)
+        with self._lock:
+            s = self._session(session_id, "annotate")
+            if s.attrs is None:
+                s.attrs = dict(attrs)
+            else:
+                s.attrs.update(attrs)
+
+    def increment(self, session_id: int | None = None, **counts: int | float) -> None:
+        """Add to numeric session attributes, e.g. ``prompt_tokens=12, retries=1``.
+
+        Raises:
+            ConfigError: a non-numeric value; TraceStateError: no such live session.
+        """
+        if not self.enabled or not counts:
+            return
+        check_counts(counts, _SESSION_RESERVED)
+        with self._lock:
+            s = self._session(session_id, "increment")
+            if s.attrs is None:
+                s.attrs = {}
+            a = s.attrs
+            for k, v in counts.items():
+                old = a.get(k)
+                if old is not None and (isinstance(old, bool) or
+                                        not isinstance(old, int | float)):
+                    raise ConfigError(f"increment({k}=...): attribute holds {old!r}")
+                a[k] = v if old is None else old + v
+
+    # -- phases ---------------------------------------------------------------------------
+    def phase(self, name: str, session_id: int | None = None) -> PhaseScope:
+        """A span of phase ``name``: ``with``/``async with`` context manager or decorator.
+
+        Attaches to ``session_id``, else the current session, else the current task
+        (session NA); with neither it records nothing. Unregistered names are registered
+        with a palette colour. An exception inside flags the span ``raised``.
+        """
+        return PhaseScope(self, name, phase_code(name), session_id)
+
+    def begin_phase(self, name: str, session_id: int | None = None) -> PhaseScope:
+        """Open a span now and return its handle for :meth:`end_phase`."""
+        return self.phase(name, session_id).__enter__()
+
+    def end_phase(self, handle: PhaseScope) -> None:
+        """Close a span opened by :meth:`begin_phase`.
+
+        A span already closed by ``finalize`` is left alone.
+
+        Raises:
+            TraceStateError: the handle was never started or was already ended.
+        """
+        if not isinstance(handle, PhaseScope):
+            raise TraceStateError(f"end_phase() needs a handle from begin_phase(), got "
+                                  f"{handle!r}")
+        state = handle._state
+        if state == NEW:
+            raise TraceStateError(f"phase {handle._name!r} was never started")
+        if state == ENDED:
+            raise TraceStateError(f"phase {handle._name!r} was already ended")
+        if state == OPEN:
+            handle.__exit__(None, None, None)
+
+    # -- frames ---------------------------------------------------------------------------
+    def frames(self) -> Traces:
+        """All three DataFrames; live (unfinalized) tasks appear with status ``pending``."""
+        with self._lock:
+            store = self._store
+            if self._live:
+                store = store.copy()
+                for t in self._live.values():
+                    self._commit(store, t, _PENDING, None, None, None)
+            snap = store.snapshot()
+        return build_traces(snap, self.epoch_ns, self.wall_epoch)
+
+    def tasks_df(self) -> pd.DataFrame:
+        """Tasks indexed by ``task_id`` (see :mod:`rollout_kit.tracing.schema`)."""
+        return self.frames().tasks
+
+    def sessions_df(self) -> pd.DataFrame:
+        """Sessions indexed by ``(task_id, session_id)``."""
+        return self.frames().sessions
+
+    def spans_df(self) -> pd.DataFrame:
+        """Phase spans in tidy form, one row per span."""
+        return self.frames().spans
+
+    # -- persistence and lifecycle ----------------------------------------------------------
+    def _pending_records(self) -> int:
+        return (len(self._store) - self._cursor[0]) + (self._store.n_marks - self._cursor[3])
+
+    def flush(self) -> None:
+        """Append every record not yet written to ``path`` (no-op without a path)."""
+        if self.path is None:
+            return
+        with self._io_lock:
+            with self._lock:
+                recs, self._cursor = self._store.records(self.epoch_ns, *self._cursor)
+            if recs:
+                append_records(self.path, recs)
+
+    def drain_records(self) -> list[dict[str, Any]]:
+        """Return every finished record (header first) and drop them from this tracer.
+
+        For shipping traces out of a worker process in batches: the receiving tracer
+        :meth:`ingest` s them. Records are first flushed to ``path`` if one is set. Live
+        tasks stay here until they are finalized.
+        """
+        with self._io_lock:
+            with self._lock:
+                recs, _cursor = self._store.records(self.epoch_ns, *self._cursor)
+                drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
+                self._store = Store()
+                self._wcode = self._store.worker_code(self.worker)
+                self._cursor = (0, 0, 0, 0)
+            if recs and self.path is not None:
+                append_records(self.path, recs)
+        return [self._header(), *drained] if drained else []
+
+    def ingest(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Merge records from :meth:`drain_records` (or a trace file) of another tracer.
+
+        Times are re-anchored through the records' wall-clock anchor; each task keeps its
+        ``worker``. Ingested task ids are not checked against this tracer's ids (in SPMD
+        mode ``(worker, task_id)`` is the unique key).
+
+        Returns:
+            The number of task records ingested.
+
+        Raises:
+            TraceSchemaError: malformed records or no header first.
+        """
+        recs = list(records)
+        with self._lock:
+            n = self._store.ingest(recs, self.epoch_ns, self.wall_epoch)
+            flush = self.path is not None and self._pending_records() >= self.flush_threshold
+        if flush:
+            self.flush()
+        return n
+
+    def reset(self) -> None:
+        """Forget every finished record and restart the epoch (file truncated, new header).
+
+        Safe at any time, e.g. when a notebook cell is re-run: tasks still live stay live
+        and are recorded when finalized; finished task ids may be registered again.
+        """
+        with self._io_lock, self._lock:
+            if not self._sessions:
+                self._next_sid = 0
+            self._start_epoch()
+
+    def close(self) -> None:
+        """Flush pending records. The tracer stays usable (later records are appended)."""
+        self.flush()
+
+    def __enter__(self) -> Tracer:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts: live tasks/sessions, finished tasks/sessions/spans, unwritten records."""
+        with self._lock:
+            return {
+                "live_tasks": len(self._live), "live_sessions": len(self._sessions),
+                "tasks": len(self._store), "sessions": self._store.n_sessions,
+                "spans": self._store.n_spans,
+                "unwritten": self._pending_records() if self.path is not None else 0,
+            }
+
+    def __len__(self) -> int:
+        """Number of tasks, finished and live."""
+        return len(self._store) + len(self._live)
+
+    def __repr__(self) -> str:
+        return (f"Tracer(worker={self.worker!r}, tasks={len(self._store)}, "
+                f"live={len(self._live)}, path={os.fspath(self.path) if self.path else None!r})")
