@@ -41,14 +41,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = next((a for a in argv if not a.startswith("-")), None)
     if name in SUBCOMMANDS:
         module = importlib.import_module(SUBCOMMANDS[name][0])
-        adder = getattr(module, f"add_{name}_arguments", module.add_arguments)
+        adder = getattr(module, f"add_{name}_arguments", None) or module.add_arguments
         adder(subparsers[name])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    runner = getattr(module, f"run_{args.command}", module.run)
+    runner = getattr(module, f"run_{args.command}", None) or module.run
     try:
         return int(runner(args) or 0)
     except KeyboardInterrupt:

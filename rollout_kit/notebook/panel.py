@@ -72,6 +72,7 @@ class SubmitPanel:
         self.task_ids: list[int] = []
         self.results: dict[int, RolloutResult] = {}
         self.errors: list[str] = []
+        self.current_error: str | None = None
         self._watchers: set[asyncio.Task[Any]] = set()
         g = gconfig or getattr(workflow, "gconfig", None) or GenerationConfig()
         self.prompt = widgets.Textarea(placeholder="one prompt per line", description="prompts",
@@ -190,6 +191,7 @@ class SubmitPanel:
     def _guard(self, action: Any) -> None:
         try:
             self.error.value = ""
+            self.current_error = None
             action()
         except Exception as exc:
             self._show_error(exc)
@@ -198,6 +200,7 @@ class SubmitPanel:
         kind = "" if isinstance(exc, RolloutKitError) else f"{type(exc).__name__}: "
         message = truncate(f"{kind}{exc}", 500)
         self.errors.append(message)
+        self.current_error = message
         self.error.value = f"<span style='color:#b91c1c'>⚠ {_escape(message)}</span>"
 
     # -- live view --------------------------------------------------------------------------
@@ -239,7 +242,7 @@ class SubmitPanel:
         return {"task_ids": list(self.task_ids), "submitted": snap.submitted,
                 "done": snap.done, "accepted": snap.accepted, "rejected": snap.rejected,
                 "failed": snap.failed, "cancelled": snap.cancelled,
-                "error": self.errors[-1] if self.errors else None}
+                "error": self.current_error}
 
     async def wait_async(self, timeout: float | None = None) -> ProgressSnapshot:
         """Wait until every task submitted from the panel has a result, then refresh."""

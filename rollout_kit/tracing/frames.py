@@ -235,6 +235,11 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         S.CLOSED_AT_FINALIZE: (snap.span_flags & FLAG_CLOSED_AT_FINALIZE).astype(bool),
         S.RAISED: (snap.span_flags & FLAG_RAISED).astype(bool),
     })
+    # tasks finish out of order; frames are in task-id order (stable for SPMD duplicates)
+    if not tasks.index.is_monotonic_increasing:
+        tasks = tasks.sort_index(kind="stable")
+    if not sessions.index.is_monotonic_increasing:
+        sessions = sessions.sort_index(kind="stable")
     if not math.isfinite(wall_epoch):
         wall_epoch = float("nan")
     return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch)

@@ -1,0 +1,230 @@
+"""``rollout-kit report`` and ``rollout-kit export``: summaries, plots and exports of traces.
+
+Usage::
+
+    rollout-kit report traces/*.jsonl --out report/        # summary.md/.csv, PNGs, chrome
+    rollout-kit export chrome traces/*.jsonl trace.json    # open in ui.perfetto.dev
+
+From Python, :func:`write_report` does the same with a loaded
+:class:`~rollout_kit.tracing.Traces`, and :func:`export_frames` writes the three frames as
+CSV (always) and Parquet (when pyarrow is installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from . import analysis, plotting
+from .errors import ConfigError, RolloutKitError
+from .tracing import Traces, load_traces
+from .tracing.chrome import to_chrome_trace
+
+__all__ = [
+    "CHROME_FILE",
+    "PLOT_FILES",
+    "add_arguments",
+    "add_export_arguments",
+    "add_report_arguments",
+    "export_frames",
+    "run",
+    "run_export",
+    "run_report",
+    "write_report",
+]
+
+CHROME_FILE = "trace.chrome.json"
+PLOT_FILES = ("timeline.png", "latency_hist.png", "latency_scatter.png", "throughput.png",
+              "concurrency.png", "server_load.png", "dashboard.png")
+_FRAMES = ("tasks", "sessions", "spans")
+
+
+def export_frames(traces: Traces, out: str | Path, *, parquet: bool | None = None
+                  ) -> list[Path]:
+    """Write ``tasks``/``sessions``/``spans`` as CSV, and as Parquet when pyarrow is there.
+
+    Args:
+        traces: the loaded traces.
+        out: an existing folder.
+        parquet: force (``True``) or skip (``False``) Parquet; default: when pyarrow is
+            installed.
+
+    Returns:
+        The files written.
+
+    Raises:
+        ConfigError: ``parquet=True`` without pyarrow installed, or ``out`` is not a folder.
+    """
+    out = Path(out)
+    if not out.is_dir():
+        raise ConfigError(f"{out} is not a folder")
+    have_arrow = importlib.util.find_spec("pyarrow") is not None
+    if parquet and not have_arrow:
+        raise ConfigError("Parquet export needs pyarrow: pip install 'rollout-kit[parquet]'")
+    written: list[Path] = []
+    for name in _FRAMES:
+        df = getattr(traces, name)
+        written.append(out / f"{name}.csv")
+        df.to_csv(written[-1])
+        if parquet or (parquet is None and have_arrow):
+            written.append(out / f"{name}.parquet")
+            df.to_parquet(written[-1])
+    return written
+
+
+def _prepare_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(f"--out {out} exists and is not empty; pass --force to overwrite")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def write_report(traces: Traces, out: str | Path, *, force: bool = False, window: float = 1.0,
+                 progress: bool | None = None) -> list[Path]:
+    """Write summary tables, frames, PNG plots and a Chrome trace into ``out``.
+
+    Args:
+        traces: the loaded traces.
+        out: the report folder (created; must be empty unless ``force``).
+        force: write into a non-empty folder, overwriting files of the same names.
+        window: throughput window in seconds.
+        progress: show a progress bar (default: when stderr is a terminal).
+
+    Returns:
+        The files written.
+
+    Raises:
+        ConfigError: ``out`` is not empty and ``force`` is false, or is a file.
+    """
+    out = Path(out)
+    _prepare_out(out, force)
+    t, sp, se = traces.tasks, traces.spans, traces.sessions
+    summ = analysis.summary(t, sessions=se)
+    written: list[Path] = []
+
+    def summary_files() -> None:
+        md = out / "summary.md"
+        md.write_text(f"# Rollout report\n\n{len(t)} tasks, {len(se)} sessions, "
+                      f"{len(sp)} spans.\n\n{summ.to_markdown()}", encoding="utf-8")
+        summ.as_series().rename("value").to_csv(out / "summary.csv", index_label="metric")
+        written.extend([md, out / "summary.csv"])
+
+    def plot(fn: Callable[..., Any], name: str, *args: Any, **kw: Any) -> Callable[[], None]:
+        def step() -> None:
+            plotting.save_plot(fn, out / name, *args, **kw)
+            written.append(out / name)
+        return step
+
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("summary", summary_files),
+        ("frames", lambda: written.extend(export_frames(traces, out))),
+        ("timeline", plot(plotting.plot_timeline, "timeline.png", sp, tasks=t,
+                          figsize=(12.0, 6.0))),
+        ("latency_hist", plot(plotting.plot_latency_hist, "latency_hist.png", t)),
+        ("latency_scatter", plot(plotting.plot_latency_scatter, "latency_scatter.png", t)),
+        ("throughput", plot(plotting.plot_throughput, "throughput.png", t, window=window)),
+        ("concurrency", plot(plotting.plot_concurrency, "concurrency.png", t)),
+        ("server_load", plot(plotting.plot_server_load, "server_load.png", se)),
+        ("dashboard", plot(plotting.dashboard, "dashboard.png", t, sp, se, window=window)),
+        ("chrome", lambda: written.append(_chrome(traces, out / CHROME_FILE))),
+    ]
+    with tqdm(steps, desc="report", unit="step", disable=_no_bar(progress)) as bar:
+        for name, step in bar:
+            bar.set_postfix_str(name)
+            step()
+    return written
+
+
+def _chrome(traces: Traces, path: Path) -> Path:
+    to_chrome_trace(traces.spans, path, tasks=traces.tasks)
+    return path
+
+
+def _no_bar(progress: bool | None) -> bool | None:
+    return None if progress is None else not progress  # None: tqdm decides (tty or not)
+
+
+def _load(paths: list[str], progress: bool | None) -> Traces:
+    with tqdm(total=1, desc=f"loading {len(paths)} trace file(s)", unit="load",
+              disable=_no_bar(progress)) as bar:
+        traces = load_traces(paths)
+        bar.update(1)
+        bar.set_postfix_str(f"{len(traces.tasks)} tasks")
+    return traces
+
+
+# -- CLI -------------------------------------------------------------------------------
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``rollout-kit report``."""
+    parser.add_argument("traces", nargs="+", help="trace JSONL files, folders or globs")
+    parser.add_argument("--out", required=True, type=Path, help="report folder to write")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a non-empty --out folder")
+    parser.add_argument("--window", type=float, default=1.0,
+                        help="throughput window in seconds (default 1)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``rollout-kit export FORMAT TRACES... OUT``."""
+    parser.add_argument("format", choices=["chrome"], help="export format")
+    parser.add_argument("paths", nargs="+", metavar="TRACES... OUT",
+                        help="trace JSONL files, folders or globs, then the output file")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _fail(exc: RolloutKitError) -> int:
+    sys.stderr.write(f"rollout-kit: error: {exc}\n")
+    return 2
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Run ``rollout-kit report``; returns the exit status (2 on bad input)."""
+    progress = False if args.no_progress else None
+    try:
+        if not args.window > 0:
+            raise ConfigError(f"--window must be > 0, got {args.window}")
+        out = Path(args.out)
+        _prepare_out(out, args.force)  # fail before a long load
+        traces = _load(list(args.traces), progress)
+        files = write_report(traces, out, force=True, window=args.window, progress=progress)
+    except RolloutKitError as exc:
+        return _fail(exc)
+    sys.stdout.write(f"wrote {len(files)} files to {out}\n")
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run ``rollout-kit export chrome TRACES... OUT.json``; returns the exit status."""
+    progress = False if args.no_progress else None
+    try:
+        if len(args.paths) < 2:
+            raise ConfigError("export needs at least one trace file and an output file")
+        *sources, target = args.paths
+        out = Path(target)
+        if out.suffix.lower() == ".jsonl" or out.is_dir():
+            raise ConfigError(f"the last path ({out}) is the output file: a .json path")
+        traces = _load(sources, progress)
+        trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
+    except RolloutKitError as exc:
+        return _fail(exc)
+    sys.stdout.write(f"wrote {len(trace['traceEvents'])} events to {out}\n")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Same as :func:`add_report_arguments` (the generic hook of ``rollout_kit.cli``)."""
+    add_report_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to :func:`run_report` or :func:`run_export` by ``args.command``."""
+    return run_export(args) if getattr(args, "command", None) == "export" else run_report(args)

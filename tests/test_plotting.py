@@ -1,0 +1,282 @@
+"""rollout_kit.plotting: checks on the data behind the plots, plus one figure comparison."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.colors import to_rgba
+from matplotlib.testing.decorators import check_figures_equal
+
+from rollout_kit import plotting as P
+from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit.tracing import phase_color, register_phase
+from rollout_kit.tracing import schema as S
+from tests._trace_factories import hand_tasks, make_traces, record_with_tracer
+
+
+def _collections(ax: Axes) -> dict[str, Any]:
+    return {c.get_gid().split(":", 1)[1]: c for c in ax.collections
+            if (c.get_gid() or "").startswith("timeline:")}
+
+
+def _rects(coll: Any) -> np.ndarray:
+    """(n, 5, 2) rectangles of a timeline collection's single compound path."""
+    (path,) = coll.get_paths()
+    return np.asarray(path.vertices).reshape(-1, 5, 2)
+
+
+def _no_data(ax: Axes) -> bool:
+    return any(t.get_gid() == "no-data" for t in ax.texts)
+
+
+def _spans(rows: list[tuple[int, int, str, float, float]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=[S.TASK_ID, S.SESSION_ID, S.PHASE, S.START, S.END])
+
+
+# -- timeline ----------------------------------------------------------------------------
+
+def test_timeline_segments_colors_and_extents() -> None:
+    spans = _spans([(0, 0, "generate", 1.0, 2.0), (0, 0, "reward", 2.5, 3.0),
+                    (1, 0, "generate", 1.5, 4.0)])
+    tasks = pd.DataFrame({S.SUBMIT_TS: [0.5, 1.0], S.DISPATCH_TS: [1.0, 1.5],
+                          S.END_TS: [3.0, 4.0], S.TOTAL_S: [2.5, 3.0]},
+                         index=pd.Index([0, 1], name=S.TASK_ID))
+    ax = P.plot_timeline(spans, tasks=tasks, height=0.5)
+    cols = _collections(ax)
+    assert list(cols) == ["idle", "queued", "generate", "reward"]
+    assert tuple(cols["generate"].get_facecolor()[0]) == to_rgba(phase_color("generate"))
+    assert tuple(cols["reward"].get_facecolor()[0]) == to_rgba(phase_color("reward"))
+    gen = _rects(cols["generate"])
+    # x = seconds since the first submit (0.5); task 0 (submitted first) is row 0
+    assert gen[:, :, 0].min(axis=1).tolist() == [0.5, 1.0]
+    assert gen[:, :, 0].max(axis=1).tolist() == [1.5, 3.5]
+    assert gen[:, :, 1].min(axis=1).tolist() == [-0.25, 0.75]
+    assert gen[:, :, 1].max(axis=1).tolist() == [0.25, 1.25]
+    q = _rects(cols["queued"])
+    assert q[:, :, 0].min(axis=1).tolist() == [0.0, 0.5]
+    assert q[:, :, 0].max(axis=1).tolist() == [0.5, 1.0]
+    idle = _rects(cols["idle"])  # whole active extent dispatch -> end, under the phases
+    assert idle[:, :, 0].min(axis=1).tolist() == [0.5, 1.0]
+    assert idle[:, :, 0].max(axis=1).tolist() == [2.5, 3.5]
+    assert cols["idle"].get_zorder() < cols["generate"].get_zorder()
+    assert ax.get_xlabel() == "seconds since first submit"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["task 0", "task 1"]
+    assert ax.get_ylim() == (1.5, -0.5)  # first row on top
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["idle", "queued", "generate", "reward"]
+
+
+def test_timeline_artist_count_does_not_grow_with_tasks() -> None:
+    small, big = make_traces(10), make_traces(600)
+    ax1 = P.plot_timeline(small.spans, tasks=small.tasks)
+    ax2 = P.plot_timeline(big.spans, tasks=big.tasks)
+    assert len(ax1.collections) == len(ax2.collections) == 4
+    assert len(ax1.patches) == len(ax2.patches) == 0
+    assert len(_rects(_collections(ax2)["generate"])) == 600
+    assert len(ax2.get_yticks()) == 0  # too many rows to label
+    assert "600 tasks" in ax2.get_title()
+
+
+def test_timeline_custom_phase_needs_no_code_change() -> None:
+    register_phase("verify_plot_test", "#00aa88")
+    f = make_traces(5, extra_phase="verify_plot_test")
+    ax = P.plot_timeline(f.spans, tasks=f.tasks)
+    cols = _collections(ax)
+    assert tuple(cols["verify_plot_test"].get_facecolor()[0]) == to_rgba("#00aa88")
+    assert "verify_plot_test" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_timeline_sort_by_duration_puts_longest_first() -> None:
+    f = make_traces(15)
+    ax = P.plot_timeline(f.spans, tasks=f.tasks, sort="duration")
+    longest = int(f.tasks[S.TOTAL_S].idxmax())
+    assert ax.get_yticklabels()[0].get_text() == f"task {longest}"
+    ax2 = P.plot_timeline(f.spans, tasks=f.tasks, sort="dispatch")
+    first = int(f.tasks[S.DISPATCH_TS].idxmin())
+    assert ax2.get_yticklabels()[0].get_text() == f"task {first}"
+
+
+def test_timeline_by_session_and_color_by_status_and_server() -> None:
+    f = make_traces(6, sessions=2, parallel=True, statuses=("accepted", "failed"))
+    ax = P.plot_timeline(f.spans, tasks=f.tasks, by="session", color_by="status")
+    cols = _collections(ax)
+    assert {"accepted", "failed"} <= set(cols)
+    assert tuple(cols["failed"].get_facecolor()[0]) == to_rgba(P.STATUS_COLORS["failed"])
+    assert len(ax.get_yticks()) == 12  # one row per session
+    assert ax.get_yticklabels()[0].get_text().endswith("/s0")
+    ax2 = P.plot_timeline(f.spans, tasks=f.tasks, color_by="server")
+    assert {"127.0.0.1:1", "127.0.0.1:2"} <= set(_collections(ax2))
+
+
+def test_timeline_skips_spans_of_tasks_not_listed() -> None:
+    f = make_traces(6)
+    ax = P.plot_timeline(f.spans, tasks=f.tasks.iloc[:3])
+    assert len(_rects(_collections(ax)["generate"])) == 3
+    assert len(ax.get_yticks()) == 3
+
+
+def test_timeline_from_tasks_only() -> None:
+    ax = P.plot_timeline(hand_tasks())
+    cols = _collections(ax)
+    assert list(cols) == ["queued", "running"]
+    run = _rects(cols["running"])
+    assert sorted(run[:, :, 0].max(axis=1).tolist()) == [1.0, 2.0, 3.0, 4.0]
+    ax2 = P.plot_timeline(hand_tasks(), color_by="status")
+    assert {"accepted", "rejected", "failed"} <= set(_collections(ax2))
+    with pytest.raises(ConfigError, match="spans"):
+        P.plot_timeline(hand_tasks(), by="session")
+
+
+def test_timeline_bad_input() -> None:
+    f = make_traces(3)
+    with pytest.raises(ConfigError, match="sort"):
+        P.plot_timeline(f.spans, sort="alphabetical")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="color_by"):
+        P.plot_timeline(f.spans, color_by="mood")  # type: ignore[arg-type]
+    with pytest.raises(TraceSchemaError, match="end"):
+        P.plot_timeline(f.spans.drop(columns=[S.END]))
+    assert _no_data(P.plot_timeline(f.spans.iloc[:0]))
+    assert _no_data(P.plot_timeline(f.spans.iloc[:0], tasks=f.tasks.iloc[:0]))
+
+
+@check_figures_equal(extensions=["png"])
+def test_timeline_equals_broken_barh_reference(fig_test: Any, fig_ref: Any) -> None:
+    spans = _spans([(0, 0, "generate", 0.0, 1.0), (0, 0, "reward", 1.5, 2.0),
+                    (1, 0, "generate", 0.5, 2.5), (2, 0, "reward", 1.0, 1.2)])
+    ax = fig_test.subplots()
+    P.plot_timeline(spans, ax=ax, labels=False, legend=False, height=0.6)
+    ref = fig_ref.subplots()
+    kw = {"linewidth": 0, "edgecolor": "none"}
+    for y, (a, b) in enumerate([(0.0, 2.0), (0.5, 2.5), (1.0, 1.2)]):  # idle extents
+        ref.broken_barh([(a, b - a)], (y - 0.3, 0.6), facecolors=P.IDLE_COLOR, zorder=1, **kw)
+    for phase, rows in (("generate", [(0, 0.0, 1.0), (1, 0.5, 2.5)]),
+                        ("reward", [(0, 1.5, 2.0), (2, 1.0, 1.2)])):
+        for y, a, b in rows:
+            ref.broken_barh([(a, b - a)], (y - 0.3, 0.6), facecolors=phase_color(phase),
+                            zorder=2, **kw)
+    ref.set_xlim(0.0, 2.5 * 1.01)
+    ref.set_ylim(2.5, -0.5)
+    ref.set_yticks([])
+    ref.set_ylabel("3 tasks (sorted by submit)")
+    ref.set_xlabel("seconds since first submit")
+    ref.set_title("Latency timeline (3 tasks)")
+
+
+# -- distributions -------------------------------------------------------------------------
+
+def test_latency_hist_percentile_lines() -> None:
+    f = make_traces(40)
+    ax = P.plot_latency_hist(f.tasks, percentiles=(50, 90))
+    lines = {ln.get_gid(): ln for ln in ax.lines}
+    for metric, col in (("generate", "generate_s"), ("total", S.TOTAL_S),
+                        ("queue", S.QUEUE_S)):
+        for q in (50, 90):
+            x = lines[f"p{q}:{metric}"].get_xdata()[0]
+            assert x == pytest.approx(np.percentile(f.tasks[col], q))
+    assert lines["p50:generate"].get_color() == phase_color("generate")
+    assert len(ax.patches) == 4  # one step histogram per metric: queue, generate, reward, total
+    by_spans = P.plot_latency_hist(f.spans)
+    gids = {ln.get_gid() for ln in by_spans.lines}
+    assert "p99:generate" in gids and "p99:reward" in gids
+
+
+def test_latency_hist_missing_columns_is_no_data() -> None:
+    tasks = hand_tasks()[[S.STATUS, S.SUBMIT_TS, S.END_TS]]
+    assert _no_data(P.plot_latency_hist(tasks))
+    assert _no_data(P.plot_latency_hist(hand_tasks().iloc[:0]))
+
+
+def test_latency_scatter_lines_and_outliers() -> None:
+    f = make_traces(50, statuses=("accepted", "rejected"))
+    ax = P.plot_latency_scatter(f.tasks)
+    lines = {ln.get_gid(): ln for ln in ax.lines}
+    p95 = np.percentile(f.tasks[S.TOTAL_S], 95)
+    assert lines["p95"].get_ydata()[0] == pytest.approx(p95)
+    assert lines["p50"].get_ydata()[0] == pytest.approx(f.tasks[S.TOTAL_S].median())
+    colls = {c.get_gid(): c for c in ax.collections}
+    out = colls["outliers"].get_offsets()
+    assert len(out) == int((f.tasks[S.TOTAL_S] > p95).sum()) > 0
+    assert len(colls["status:accepted"].get_offsets()) == 25
+    x = colls["status:accepted"].get_offsets()[:, 0]
+    assert x.min() >= 0  # seconds since first submit
+
+
+def test_only_failures_and_nothing_finished() -> None:
+    f = make_traces(6, statuses=("failed",))
+    ax = P.plot_latency_scatter(f.tasks)
+    assert {c.get_gid() for c in ax.collections} >= {"status:failed"}
+    never = pd.DataFrame({S.STATUS: ["failed"] * 3, S.SUBMIT_TS: [0.0, 1.0, 2.0],
+                          S.DISPATCH_TS: np.nan, S.END_TS: np.nan})
+    assert _no_data(P.plot_latency_scatter(never))
+    assert _no_data(P.plot_throughput(never))
+    assert _no_data(P.plot_timeline(never))  # nothing has a start or end to draw
+    conc = P.plot_concurrency(never)  # never dispatched: only a queued line, no running one
+    assert [ln.get_gid() for ln in conc.lines] == ["concurrency:queued"]
+    assert _no_data(P.plot_concurrency(never.drop(columns=[S.DISPATCH_TS])))
+
+
+# -- over time / servers ---------------------------------------------------------------
+
+def test_throughput_and_concurrency_lines() -> None:
+    ax = P.plot_throughput(hand_tasks(), window=1.0)
+    line = next(ln for ln in ax.lines if ln.get_gid() == "tasks_per_s")
+    assert list(line.get_ydata()) == [0.0, 1.0, 1.0, 1.0, 1.0]
+    tok = P.plot_throughput(hand_tasks(), tokens=True)
+    assert list(tok.lines[0].get_ydata()) == [0, 10, 30, 20, 40]
+    ax2 = P.plot_concurrency(hand_tasks())
+    lines = {ln.get_gid(): ln for ln in ax2.lines}
+    assert list(lines["concurrency:running"].get_ydata()) == [1, 2, 1, 2, 1, 0]
+    assert "concurrency:queued" in lines
+    f = make_traces(5, sessions=2, parallel=True)
+    ax3 = P.plot_concurrency(f.spans, by_phase=True)
+    gids = {ln.get_gid() for ln in ax3.lines}
+    assert gids == {"concurrency:generate", "concurrency:reward"}
+
+
+def test_server_load() -> None:
+    f = make_traces(8, sessions=2)
+    ax = P.plot_server_load(f.spans)
+    gen = [p for p in ax.patches if p.get_gid() == "server:generate"]
+    assert len(gen) == 2
+    per_server = f.spans[f.spans[S.PHASE] == "generate"].groupby(S.SERVER)[S.DURATION].sum()
+    assert sorted(p.get_width() for p in gen) == pytest.approx(sorted(per_server))
+    ax2 = P.plot_server_load(f.sessions)
+    assert sorted(p.get_width() for p in ax2.patches) == [8, 8]
+    assert _no_data(P.plot_server_load(f.sessions.drop(columns=[S.SERVER])))
+
+
+def test_dashboard_and_save_plot_on_real_tracer(tmp_path: Path) -> None:
+    fr = record_with_tracer(6).frames()  # type: ignore[attr-defined]
+    fig = P.dashboard(fr.tasks, fr.spans, fr.sessions)
+    assert len(fig.axes) == 4
+    titles = [a.get_title() for a in fig.axes]
+    assert titles[0].startswith("Latency timeline") and titles[3] == "Server load"
+    assert not any(_no_data(a) for a in fig.axes)
+    tl = _collections(fig.axes[0])
+    assert {"generate", "reward", "queued", "idle"} <= set(tl)
+    P.save_plot(P.plot_timeline, tmp_path / "t.png", fr.spans, tasks=fr.tasks)
+    P.save_plot(P.dashboard, tmp_path / "d.png", fr.tasks, fr.spans)
+    for name in ("t.png", "d.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    n_open = len(plt.get_fignums())
+    P.save_plot(P.plot_latency_hist, tmp_path / "h.png", fr.tasks)
+    assert len(plt.get_fignums()) == n_open  # save_plot leaves no pyplot figure behind
+
+
+def test_plot_functions_draw_on_given_axes() -> None:
+    f = make_traces(5)
+    _, axes = plt.subplots(1, 3)
+    assert P.plot_timeline(f.spans, ax=axes[0]) is axes[0]
+    assert P.plot_latency_hist(f.tasks, ax=axes[1]) is axes[1]
+    assert P.plot_throughput(f.tasks, ax=axes[2]) is axes[2]
+    assert len(plt.get_fignums()) == 1

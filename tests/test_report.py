@@ -1,0 +1,113 @@
+"""``rollout-kit report`` / ``export`` end to end on JSONL written by the real Tracer."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd
+import pytest
+
+from rollout_kit.cli import main
+from rollout_kit.errors import ConfigError
+from rollout_kit.report import CHROME_FILE, PLOT_FILES, export_frames, write_report
+from rollout_kit.tracing import load_traces
+from tests._trace_factories import record_with_tracer
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def trace_files(tmp_path: Path) -> list[Path]:
+    a, b = tmp_path / "w0.jsonl", tmp_path / "w1.jsonl"
+    record_with_tracer(6, path=a, worker="w0")
+    record_with_tracer(3, path=b, worker="w1", first_id=6)  # controller: ids global
+    return [a, b]
+
+
+def test_report_end_to_end(tmp_path: Path, trace_files: list[Path],
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report"
+    rc = main(["report", *map(str, trace_files), "--out", str(out), "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    for name in PLOT_FILES:
+        assert (out / name).read_bytes()[:8] == PNG, name
+    md = (out / "summary.md").read_text()
+    assert "| total_s |" in md and "### Status" in md
+    summary = pd.read_csv(out / "summary.csv", index_col="metric")["value"]
+    assert summary["status failed"] == 2 + 1 and summary["status accepted"] == 4 + 2
+    tasks = pd.read_csv(out / "tasks.csv")
+    assert len(tasks) == 9
+    trace = json.loads((out / CHROME_FILE).read_text())
+    procs = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert procs == {"worker w0", "worker w1"}
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_report_refuses_non_empty_out_unless_forced(tmp_path: Path, trace_files: list[Path],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    rc = main(["report", str(trace_files[0]), "--out", str(out), "--no-progress"])
+    assert rc == 2
+    assert "--force" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
+    rc = main(["report", str(trace_files[0]), "--out", str(out), "--force", "--no-progress"])
+    assert rc == 0
+    assert (out / "timeline.png").exists() and (out / "keep.txt").read_text() == "mine"
+
+
+def test_report_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text('{"hello": 1}\n')
+    assert main(["report", str(junk), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "not a rollout_kit trace" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "r2"),
+                 "--no-progress"]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_export_chrome(tmp_path: Path, trace_files: list[Path],
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "trace.json"
+    assert main(["export", "chrome", *map(str, trace_files), str(out), "--no-progress"]) == 0
+    trace = json.loads(out.read_text())
+    tasks = {e["args"]["task_id"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert tasks == set(range(9))  # ids 0..5 (w0) and 6..8 (w1)
+    assert main(["export", "chrome", str(out), "--no-progress"]) == 2
+    assert "output file" in capsys.readouterr().err
+    assert main(["export", "chrome", str(trace_files[0]), str(tmp_path / "x.jsonl"),
+                 "--no-progress"]) == 2
+
+
+def test_write_report_api_and_export_frames(tmp_path: Path, trace_files: list[Path]) -> None:
+    traces = load_traces([str(p) for p in trace_files])
+    files = write_report(traces, tmp_path / "r", progress=False)
+    names = {p.name for p in files}
+    assert {"summary.md", "summary.csv", "tasks.csv", "spans.csv", CHROME_FILE} <= names
+    assert set(PLOT_FILES) <= names
+    with pytest.raises(ConfigError, match="not empty"):
+        write_report(traces, tmp_path / "r", progress=False)
+    frames = export_frames(traces, tmp_path, parquet=False)
+    assert [p.name for p in frames] == ["tasks.csv", "sessions.csv", "spans.csv"]
+    assert len(pd.read_csv(tmp_path / "spans.csv")) == len(traces.spans)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow installed")
+def test_parquet_needs_pyarrow(tmp_path: Path, trace_files: list[Path]) -> None:
+    traces = load_traces(str(trace_files[0]))
+    with pytest.raises(ConfigError, match="pyarrow"):
+        export_frames(traces, tmp_path, parquet=True)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow not installed")
+def test_parquet_roundtrip(tmp_path: Path, trace_files: list[Path]) -> None:
+    traces = load_traces(str(trace_files[0]))
+    export_frames(traces, tmp_path, parquet=True)
+    assert len(pd.read_parquet(tmp_path / "tasks.parquet")) == len(traces.tasks)
