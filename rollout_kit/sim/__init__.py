@@ -1,0 +1,33 @@
+"""Simulated SGLang and vLLM inference servers (aiohttp.web) for tests, demos and benchmarks.
+
+::
+
+    async with serve("vllm", 2, zero_latency=True) as cluster:
+        cluster.urls  # ["http://127.0.0.1:PORT", ...]
+
+Each server speaks one wire protocol (SGLang native ``/generate`` or vLLM's OpenAI-compatible
+``/v1/completions``), models a GPU server's slots, queue and load-dependent latency, reports
+its own timings (``sim_timing``), and can inject faults. See ``SimConfig`` for the versions
+imitated.
+"""
+
+from __future__ import annotations
+
+from .config import ApiName, SimConfig
+from .faults import FAULT_KINDS, Fault, FaultKind, FaultPlan
+from .server import SimCluster, SimServer, serve, serve_in_thread
+from .tokenizer import ByteTokenizer
+
+__all__ = [
+    "FAULT_KINDS",
+    "ApiName",
+    "ByteTokenizer",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
+    "SimCluster",
+    "SimConfig",
+    "SimServer",
+    "serve",
+    "serve_in_thread",
+]

@@ -1,0 +1,253 @@
+"""What a simulated model says: a deterministic output plan per (seed, prompt, rid, sample).
+
+The plan is fixed when a sequence is admitted: its token ids, their logprobs, and why it
+ends. Latency (``state``) only decides *when* each token is released. With ``answer_fn`` the
+tokens are the answer's bytes then EOS; otherwise printable pseudo-random text with an EOS at a
+seeded length. Stop strings, ``stop_token_ids``, ``ignore_eos``, ``min_tokens`` and the token
+budget are honoured the way vLLM/SGLang do: the matching token is kept in the ids, and its text
+(or the stop string) is trimmed from ``text`` unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .tokenizer import BYTE_OFFSET, ByteTokenizer
+
+__all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key"]
+
+_ALPHABET = "etaoinshrdlucmfwypvbgkqjxz" * 2 + "etaoinshr" + "      " + "ETAOINS.,0123456789"
+_ALPHABET_IDS = [ord(c) + BYTE_OFFSET for c in _ALPHABET]
+_MIN_LOGPROB = -9999.0
+_MASK = (1 << 64) - 1
+_LCG_A = 6364136223846793005
+_LCG_C = 1442695040888963407
+_INV53 = 1.0 / (1 << 53)
+
+FinishKind = Literal["eos", "token", "string", "length"]
+
+
+@dataclass(slots=True, kw_only=True)
+class SamplingSpec:
+    """The sampling values that shape the output (already validated)."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    stop: tuple[str, ...] = ()
+    stop_token_ids: frozenset[int] = frozenset()
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    seed: int | None = None
+    keep_stop: bool = False  # include_stop_str_in_output / no_stop_trim
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature < 1e-5
+
+
+def sequence_key(seed: int, prompt_ids: Sequence[int], spec: SamplingSpec, sample_index: int,
+                 rid: str | None) -> int:
+    """A deterministic integer seed for one sequence.
+
+    Greedy sampling depends on the prompt only; otherwise the request seed, the client's rid
+    (when it gave one) and the sample index vary the output too.
+    """
+    if spec.greedy:
+        return hash((seed, 0x6EED, *prompt_ids))
+    rid_hash = zlib.crc32(rid.encode("utf-8", "surrogatepass")) if rid else 0
+    return hash((seed, spec.seed if spec.seed is not None else -1, sample_index, rid_hash,
+                 *prompt_ids))
+
+
+class OutputPlan:
+    """The full output of one sequence.
+
+    Attributes:
+        token_ids: every generated id (the matched EOS / stop token included).
+        logprobs: one finite logprob per token.
+        finish: ``"eos"``, ``"token"`` (stop_token_ids), ``"string"`` (stop string) or
+            ``"length"``.
+        matched: the matched token id or stop string (``None`` for length).
+        text: the final text (stop string / stop token trimmed unless kept).
+    """
+
+    __slots__ = ("_full", "_lp", "_lp_seed", "_offsets", "_text_tokens", "finish", "matched",
+                 "text", "token_ids")
+
+    def __init__(self, token_ids: list[int], logprobs: _LazyLogprobs, finish: FinishKind,
+                 matched: int | str | None, full_text: str, text_len: int,
+                 text_tokens: int) -> None:
+        self.token_ids = token_ids
+        self._lp_seed = logprobs
+        self._lp: list[float] | None = None
+        self.finish = finish
+        self.matched = matched
+        self._full = full_text
+        self.text = full_text if text_len == len(full_text) else full_text[:text_len]
+        self._text_tokens = text_tokens
+        self._offsets: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def logprobs(self) -> list[float]:
+        """One finite logprob per token (computed on first use, then cached)."""
+        if self._lp is None:
+            seed = self._lp_seed
+            self._lp = _logprobs(seed.x, seed.n, seed.greedy)
+        return self._lp
+
+    def _build_offsets(self) -> list[int]:
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        limit = len(self.text)
+        offs = [0]
+        acc = 0
+        ids = self.token_ids
+        for k in range(len(ids)):
+            if k < self._text_tokens:
+                t = ids[k]
+                if BYTE_OFFSET <= t < BYTE_OFFSET + 256:
+                    acc += len(dec.decode(bytes((t - BYTE_OFFSET,))))
+            offs.append(min(acc, limit))
+        self._offsets = offs
+        return offs
+
+    def text_at(self, k: int) -> str:
+        """The text after the first ``k`` tokens (complete characters only, trimmed)."""
+        if k >= len(self.token_ids):
+            return self.text
+        offs = self._offsets if self._offsets is not None else self._build_offsets()
+        return self._full[:offs[k]]
+
+    def top_logprobs(self, index: int, k: int) -> list[tuple[int, float]]:
+        """The sampled token with its logprob, then ``k`` distinct alternatives.
+
+        Alternatives share the remaining probability mass by halves, so the probabilities
+        of the listed tokens never sum above 1.
+        """
+        tok = self.token_ids[index]
+        lp = self.logprobs[index]
+        out = [(tok, lp)]
+        rest = max(1.0 - math.exp(lp), 0.0)
+        base = tok - BYTE_OFFSET if tok >= BYTE_OFFSET else tok
+        for j in range(1, k + 1):
+            alt = ((base + 7 * j) % 256) + BYTE_OFFSET
+            if alt == tok:
+                alt = ((base + 7 * j + 1) % 256) + BYTE_OFFSET
+            p = rest * 0.5 ** j
+            out.append((alt, max(math.log(p), _MIN_LOGPROB) if p > 0 else _MIN_LOGPROB))
+        return out
+
+
+def _logprobs(x: int, n: int, greedy: bool) -> list[float]:
+    out = []
+    scale, base = (0.5, 0.0) if greedy else (4.0, 0.02)
+    for _ in range(n):
+        x = (x * _LCG_A + _LCG_C) & _MASK
+        r = (x >> 11) * _INV53
+        out.append(-(base + scale * r * r))
+    return out
+
+
+class _LazyLogprobs:
+    """Seed of a plan's logprobs; expanded only when a response asks for them."""
+
+    __slots__ = ("greedy", "n", "x")
+
+    def __init__(self, x: int, n: int, greedy: bool) -> None:
+        self.x = x
+        self.n = n
+        self.greedy = greedy
+
+
+def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
+                answer: str | None, mean_output_tokens: int) -> OutputPlan:
+    """Decide the whole output of one sequence.
+
+    Args:
+        tokenizer: the server's tokenizer.
+        spec: validated sampling values (``max_tokens`` already clamped to the context).
+        key: ``sequence_key(...)`` of this sequence.
+        answer: ``answer_fn(prompt)`` when configured, else ``None`` for random text.
+        mean_output_tokens: mean length of random completions (EOS included).
+
+    Returns:
+        The plan; ``len(plan) <= spec.max_tokens``.
+    """
+    x = (key ^ 0x9E3779B97F4A7C15) & _MASK
+    eos = tokenizer.eos_token_id
+    max_tokens = spec.max_tokens
+    alpha = _ALPHABET_IDS
+    na = len(alpha)
+
+    def rand_tokens(k: int) -> list[int]:
+        nonlocal x
+        out = []
+        for _ in range(k):
+            x = (x * _LCG_A + _LCG_C) & _MASK
+            out.append(alpha[(x >> 33) % na])
+        return out
+
+    if answer is not None:
+        cand = tokenizer.encode(answer)[:max_tokens]
+        if spec.ignore_eos:
+            if len(cand) < max_tokens:
+                cand += rand_tokens(max_tokens - len(cand))
+        elif len(cand) < max_tokens:
+            cand.append(eos)
+    elif spec.ignore_eos:
+        cand = rand_tokens(max_tokens)
+    else:
+        x = (x * _LCG_A + _LCG_C) & _MASK
+        length = 1 + (x >> 33) % (2 * mean_output_tokens - 1)
+        length = max(length, spec.min_tokens + 1)
+        if length <= max_tokens:
+            cand = rand_tokens(length - 1)
+            cand.append(eos)
+        else:
+            cand = rand_tokens(max_tokens)
+    greedy = spec.greedy
+    stop_ids = spec.stop_token_ids
+    stops = [s.encode("utf-8") for s in spec.stop]
+    min_tokens = spec.min_tokens
+    finish: FinishKind = "length"
+    matched: int | str | None = None
+    out_len = len(cand)
+    if stop_ids or stops or min_tokens or not spec.ignore_eos:
+        buf = bytearray()
+        for i, t in enumerate(cand):
+            if i + 1 <= min_tokens:
+                if t == eos and not spec.ignore_eos:
+                    cand[i] = t = _ALPHABET_IDS[i % len(_ALPHABET_IDS)]
+                if stops and t >= BYTE_OFFSET:
+                    buf.append(t - BYTE_OFFSET)
+                continue
+            if t == eos and not spec.ignore_eos:
+                finish, matched, out_len = "eos", t, i + 1
+                break
+            if t in stop_ids:
+                finish, matched, out_len = "token", t, i + 1
+                break
+            if stops and BYTE_OFFSET <= t < BYTE_OFFSET + 256:
+                buf.append(t - BYTE_OFFSET)
+                hit = next((s for s in stops if buf.endswith(s)), None)
+                if hit is not None:
+                    finish, matched, out_len = "string", hit.decode("utf-8"), i + 1
+                    break
+    token_ids = cand[:out_len] if out_len < len(cand) else cand
+    logprobs = _LazyLogprobs(x, out_len, greedy)
+    text_tokens = out_len
+    if finish in ("eos", "token") and not (finish == "token" and spec.keep_stop):
+        text_tokens = out_len - 1
+    full = tokenizer.decode(token_ids[:text_tokens] if text_tokens < out_len else token_ids)
+    text_len = len(full)
+    if finish == "string" and not spec.keep_stop:
+        assert isinstance(matched, str)
+        text_len = max(len(full) - len(matched), 0)
+    return OutputPlan(token_ids, logprobs, finish, matched, full, text_len, text_tokens)

@@ -1,0 +1,226 @@
+"""Every fault kind in both flavours, stop/restart on the same port, the latency model,
+serve_in_thread and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import aiohttp
+import orjson
+import pytest
+
+from rollout_kit.errors import ConfigError
+from rollout_kit.sim import FaultPlan, SimConfig, serve, serve_in_thread
+
+from .helpers import post, sse
+
+pytestmark = pytest.mark.timeout(60)
+
+GEN = {
+    "sglang": ("/generate", {"text": "hello", "sampling_params": {"max_new_tokens": 20,
+                                                                   "ignore_eos": True}}),
+    "vllm": ("/v1/completions", {"prompt": "hello", "max_tokens": 20, "ignore_eos": True}),
+}
+
+
+def _tokens(api: str, body: dict) -> int:
+    if api == "sglang":
+        return len(body["output_ids"])
+    return body["usage"]["completion_tokens"]
+
+
+@pytest.mark.parametrize("api", ["sglang", "vllm"])
+async def test_fault_kinds(api: str) -> None:
+    path, body = GEN[api]
+    async with serve(api, time_scale=0.01) as c, aiohttp.ClientSession() as s:
+        srv = c[0]
+        url = c.url + path
+        # error with Retry-After, forced for exactly the next 2 requests
+        srv.set_faults(force={"kind": "error", "count": 2, "status": 503}, retry_after_s=2)
+        for _ in range(2):
+            async with s.post(url, json=body) as r:
+                assert r.status == 503 and r.headers["Retry-After"] == "2"
+                err = await r.json()
+                assert err.get("code", (err.get("error") or {}).get("code")) == 503
+        st, ok = await post(s, url, body)
+        assert st == 200 and _tokens(api, ok) == 20
+        # 500 / 429 through the admin route
+        async with s.post(c.url + "/sim/faults",
+                          json={"force": {"kind": "error", "status": 429}}) as r:
+            assert r.status == 200 and (await r.json())["forced"][0]["status"] == 429
+        async with s.post(url, json=body) as r:
+            assert r.status == 429 and "Retry-After" in r.headers
+        # malformed JSON body (HTTP 200)
+        srv.set_faults(force={"kind": "malformed"})
+        async with s.post(url, json=body) as r:
+            raw = await r.read()
+            assert r.status == 200
+            with pytest.raises(orjson.JSONDecodeError):
+                orjson.loads(raw)
+        # truncated stream: no [DONE]
+        srv.set_faults(force={"kind": "truncate"})
+        st, events = await sse(s, url, {**body, "stream": True})
+        assert st == 200 and events and "[DONE]" not in events
+        # malformed SSE event
+        srv.set_faults(force={"kind": "malformed"})
+        async with s.post(url, json={**body, "stream": True}) as r:
+            raw = await r.read()
+        first = raw.split(b"\n\n")[0][len(b"data: "):]
+        with pytest.raises(orjson.JSONDecodeError):
+            orjson.loads(first)
+        # connection reset, non-stream and mid-stream
+        srv.set_faults(force={"kind": "reset", "count": 2})
+        with pytest.raises(aiohttp.ClientError):
+            async with s.post(url, json=body) as r:
+                await r.read()
+        got_some = False
+        with pytest.raises(aiohttp.ClientError):
+            async with s.post(url, json={**body, "stream": True}) as r:
+                async for _line in r.content:
+                    got_some = True
+        assert got_some
+        # abort fault: partial output with an abort finish reason
+        srv.set_faults(force={"kind": "abort"})
+        st, res = await post(s, url, body)
+        assert st == 200 and _tokens(api, res) == 10
+        if api == "sglang":
+            assert res["meta_info"]["finish_reason"]["type"] == "abort"
+        else:
+            assert res["choices"][0]["finish_reason"] == "abort"
+        # slow first byte
+        srv.set_faults(force={"kind": "slow_first_byte"}, slow_first_byte_s=0.3)
+        t0 = time.perf_counter()
+        st, _ = await post(s, url, body)
+        assert st == 200 and time.perf_counter() - t0 >= 0.3
+        # hang: no answer until the client gives up
+        srv.set_faults(force={"kind": "hang"})
+        with pytest.raises(asyncio.TimeoutError):
+            async with s.post(url, json=body,
+                              timeout=aiohttp.ClientTimeout(total=0.3)) as r:
+                await r.read()
+        await asyncio.sleep(0.05)
+        assert srv.engine.running == 0
+        async with s.get(c.url + "/sim/state") as r:
+            state = await r.json()
+        assert state["faults"]["forced"] == [] and state["running"] == 0
+        # invalid admin input is a 400, never a crash
+        async with s.post(c.url + "/sim/faults", json={"error_rate": 7}) as r:
+            assert r.status == 400 and "error_rate" in (await r.json())["error"]
+        st, ok = await post(s, url, body)
+        assert st == 200
+
+
+async def test_seeded_error_rate_is_deterministic() -> None:
+    async def statuses() -> list[int]:
+        cfg = SimConfig(zero_latency=True, faults=FaultPlan(error_rate=0.5, seed=11,
+                                                            error_statuses=(500, 502)))
+        out = []
+        async with serve("vllm", config=cfg) as c, aiohttp.ClientSession() as s:
+            for _ in range(30):
+                async with s.post(c.url + "/v1/completions",
+                                  json={"prompt": "x", "max_tokens": 1}) as r:
+                    out.append(r.status)
+        return out
+
+    a, b = await statuses(), await statuses()
+    assert a == b and {200, 500, 502} <= set(a)
+
+
+async def test_stop_and_restart_on_same_port() -> None:
+    async with serve("sglang", 2, time_scale=0.01) as c, aiohttp.ClientSession() as s:
+        srv = c[0]
+        port = srv.port
+        st, _ = await post(s, c.url + "/update_weights_from_disk", {"model_path": "/x"})
+        inflight = asyncio.create_task(post(s, srv.url + "/generate", {
+            "text": "a", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}))
+        await asyncio.sleep(0.02)
+        await srv.stop()
+        with pytest.raises(aiohttp.ClientError):
+            await inflight
+        with pytest.raises(aiohttp.ClientConnectionError):
+            async with s.get(srv.url + "/health") as r:
+                await r.read()
+        async with s.get(c[1].url + "/health") as r:  # the other server is unaffected
+            assert r.status == 200
+        await srv.start()
+        assert srv.port == port and srv.weight_version == 1
+        async with s.get(srv.url + "/health") as r:
+            assert r.status == 200
+        st, body = await post(s, srv.url + "/generate", {"text": "a",
+                                                         "sampling_params": {"max_new_tokens": 2}})
+        assert st == 200 and body["meta_info"]["weight_version"] == "1"
+
+
+async def test_latency_model_sanity() -> None:
+    cfg = dict(time_scale=0.1, jitter_cv=0.0, prefill_overhead_s=0.01,
+               prefill_per_token_s=0.0005, itl_s=0.005, max_num_seqs=2, load_factor=1.0)
+    async with serve("vllm", **cfg) as c, aiohttp.ClientSession() as s:
+        url = c.url + "/v1/completions"
+        _, short = await post(s, url, {"prompt": "x" * 10, "max_tokens": 5, "ignore_eos": True})
+        _, long = await post(s, url, {"prompt": "y" * 1000, "max_tokens": 5,
+                                      "ignore_eos": True})
+        ts, tl = short["sim_timing"], long["sim_timing"]
+        assert tl["prefill_s"] > ts["prefill_s"] * 5  # TTFT grows with the prompt
+        assert ts["prefill_s"] == pytest.approx((0.01 + 10 * 0.0005) * 0.1, rel=0.05)
+        assert ts["decode_s"] == pytest.approx(4 * 0.005 * 0.1, rel=0.05)
+        # 4 requests on 2 slots: two of them queue
+        body = {"prompt": "z", "max_tokens": 20, "ignore_eos": True}
+        res = await asyncio.gather(*(post(s, url, body) for _ in range(4)))
+        queues = sorted(r[1]["sim_timing"]["queue_s"] for r in res)
+        assert queues[1] < 0.002 and queues[2] > 0.005
+        for _, r in res:
+            t = r["sim_timing"]
+            assert t["e2e_s"] >= t["queue_s"] + t["prefill_s"] + t["decode_s"] - 1e-6
+
+
+async def test_load_factor_slows_decode() -> None:
+    base = dict(time_scale=0.1, jitter_cv=0.0, itl_s=0.005, max_num_seqs=8, load_factor=3.0)
+    async with serve("sglang", **base) as c, aiohttp.ClientSession() as s:
+        body = {"text": "x", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}
+        _, alone = await post(s, c.url + "/generate", body)
+        crowd = await asyncio.gather(*(post(s, c.url + "/generate", body) for _ in range(8)))
+        solo = alone["meta_info"]["sim_timing"]["decode_s"]
+        busy = max(r[1]["meta_info"]["sim_timing"]["decode_s"] for r in crowd)
+        assert busy > solo * 2
+
+
+def test_serve_in_thread_and_config_errors() -> None:
+    import urllib.request
+
+    with serve_in_thread("vllm", 2, zero_latency=True) as c:
+        assert len(c.urls) == 2 and len(set(c.addresses)) == 2
+        req = urllib.request.Request(c.urls[1] + "/v1/completions", method="POST",
+                                     data=b'{"prompt": "hi", "max_tokens": 3}',
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            assert orjson.loads(r.read())["usage"]["completion_tokens"] <= 3
+        c[0].stop_threadsafe()
+        c[0].start_threadsafe()
+        with urllib.request.urlopen(c.urls[0] + "/health", timeout=5) as r:
+            assert r.status == 200
+    with pytest.raises(ConfigError), serve_in_thread("vllm", no_such_field=1):
+        pass
+
+
+def test_cli_prints_urls_and_stops_on_sigterm() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollout_kit", "sim", "--api", "vllm", "--num-servers", "2",
+         "--zero-latency", "--max-num-seqs", "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        urls = [proc.stdout.readline().strip() for _ in range(2)]
+        assert all(u.startswith("http://127.0.0.1:") for u in urls)
+        import urllib.request
+
+        with urllib.request.urlopen(urls[1] + "/version", timeout=5) as r:
+            assert orjson.loads(r.read())["version"] == "0.32.0"
+    finally:
+        proc.terminate()
+        rc = proc.wait(timeout=10)
+    assert rc == 0
