@@ -39,7 +39,7 @@ from .executor.resolve import resolve_accept_fn, workflow_factory
 from .executor.waiting import Waiters
 from .ids import TaskIdGenerator
 from .io import RolloutResult
-from .scheduler import LocalScheduler
+from .scheduler import LocalScheduler, Scheduler
 from .tracing import Tracer
 
 if TYPE_CHECKING:
@@ -65,7 +65,9 @@ class RolloutController:
         executor_config: capacity settings of each worker's executor.
         tracer: the tracer to record into (default: a new one, writing ``trace_path``).
         trace_path: JSONL file for the default tracer.
-        scheduler: picks the worker per task (default ``LocalScheduler()``: round robin).
+        scheduler: picks the worker per task (default ``LocalScheduler()``: round robin). A
+            scheduler with ``create_workers`` (``RayScheduler``) builds the workers itself
+            from ``sglang=``/``vllm=`` and the configs; ``engines`` must then be empty.
 
     Raises:
         ConfigError: no engines at all, or two workers with the same name.
@@ -82,7 +84,7 @@ class RolloutController:
         executor_config: ExecutorConfig | None = None,
         tracer: Tracer | None = None,
         trace_path: str | os.PathLike[str] | None = None,
-        scheduler: LocalScheduler | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         from .engines import InferenceEngine, RemoteSGLangEngine, RemotevLLMEngine
 
@@ -96,11 +98,20 @@ class RolloutController:
         for e in given:
             if not isinstance(e, InferenceEngine):
                 raise ConfigError(f"engines must be InferenceEngine objects, got {e!r}")
+        self.scheduler: Scheduler = scheduler or LocalScheduler()
+        create_workers = getattr(self.scheduler, "create_workers", None)
         owned: list[InferenceEngine] = []
-        if sglang:
-            owned.append(RemoteSGLangEngine(sglang, config=engine_config, name="sglang"))
-        if vllm:
-            owned.append(RemotevLLMEngine(vllm, config=engine_config, name="vllm"))
+        if create_workers is not None:
+            if given:
+                raise ConfigError(f"{self.scheduler!r} creates its own workers; pass server "
+                                  "addresses (sglang=/vllm=), not engines")
+            owned = list(create_workers(sglang=sglang, vllm=vllm, engine_config=engine_config,
+                                        executor_config=executor_config))
+        else:
+            if sglang:
+                owned.append(RemoteSGLangEngine(sglang, config=engine_config, name="sglang"))
+            if vllm:
+                owned.append(RemotevLLMEngine(vllm, config=engine_config, name="vllm"))
         self.engines: list[InferenceEngine] = given + owned
         if not self.engines:
             raise ConfigError("RolloutController needs engines, or sglang=/vllm= addresses")
@@ -110,7 +121,6 @@ class RolloutController:
         self._owned = owned
         self.tracer = tracer if tracer is not None else Tracer(path=trace_path)
         self.ids = TaskIdGenerator()
-        self.scheduler = scheduler or LocalScheduler()
         self.waiters = Waiters()
         self._where: dict[int, InferenceEngine] = {}
         self._reserved: dict[int, Callable[[int], None]] = {}
@@ -193,9 +203,16 @@ class RolloutController:
 
     def check_specs(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
                     should_accept_fn: object) -> None:
-        """Validate a workflow / ``should_accept_fn`` spec (raises ``ConfigError``)."""
+        """Validate a workflow / ``should_accept_fn`` spec (raises ``ConfigError``).
+
+        A scheduler with its own ``check_specs`` (e.g. one that serializes workflows for
+        remote workers) checks too, before any task id is taken.
+        """
         workflow_factory(workflow, workflow_kwargs)
         resolve_accept_fn(should_accept_fn)
+        check = getattr(self.scheduler, "check_specs", None)
+        if check is not None:
+            check(workflow, workflow_kwargs, should_accept_fn)
 
     def submit(
         self,

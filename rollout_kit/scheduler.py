@@ -1,19 +1,33 @@
-"""``LocalScheduler``: picks the in-process worker engine for each submitted task."""
+"""Schedulers: pick the worker engine for each submitted task.
+
+:class:`LocalScheduler` chooses among in-process engines. A scheduler that runs workers
+elsewhere (e.g. :class:`rollout_kit.ray_scheduler.RayScheduler`) additionally has
+``create_workers(*, sglang, vllm, engine_config, executor_config) -> list[InferenceEngine]``,
+which the controller calls instead of building engines from the addresses itself.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .engines import InferenceEngine
 
-__all__ = ["LocalScheduler", "SchedulePolicy"]
+__all__ = ["LocalScheduler", "SchedulePolicy", "Scheduler"]
 
 SchedulePolicy = Literal["round_robin", "least_loaded"]
+
+
+class Scheduler(Protocol):
+    """What ``RolloutController(scheduler=...)`` needs: a worker choice per task."""
+
+    def choose(self, workers: Sequence[InferenceEngine]) -> InferenceEngine:
+        """The worker for the next task."""
+        ...
 
 
 class LocalScheduler:

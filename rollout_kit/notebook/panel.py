@@ -74,6 +74,7 @@ class SubmitPanel:
         self.errors: list[str] = []
         self.current_error: str | None = None
         self._watchers: set[asyncio.Task[Any]] = set()
+        self._awaiting: set[int] = set()  # ids whose result the panel has not collected yet
         g = gconfig or getattr(workflow, "gconfig", None) or GenerationConfig()
         self.prompt = widgets.Textarea(placeholder="one prompt per line", description="prompts",
                                        layout=widgets.Layout(width="100%", height="6em"))
@@ -148,7 +149,7 @@ class SubmitPanel:
         for tid in ids:
             self._watch(tid)
         self.refresher.start()
-        self.refresh()
+        self.refresh(draw=False)  # counts now; the refresher draws the timeline off the click
 
     def _workflow_for(self, gconfig: GenerationConfig) -> Any:
         if not hasattr(self.workflow, "gconfig"):
@@ -169,17 +170,20 @@ class SubmitPanel:
             return
         task = loop.create_task(self.controller.wait_for_async(task_id))
         self._watchers.add(task)
+        self._awaiting.add(task_id)
         task.add_done_callback(functools.partial(self._collect, task_id))
 
     def _collect(self, task_id: int, task: asyncio.Task[Any]) -> None:
         self._watchers.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._show_error(exc)
-            return
-        self.results[task_id] = task.result()
+        self._awaiting.discard(task_id)
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                self._show_error(exc)
+            else:
+                self.results[task_id] = task.result()
+        if not self._watchers:  # the last result: show the final state at once
+            self._guard(self.refresh)
 
     def _cancel_pending(self) -> None:
         tasks = self.controller.traces()
@@ -204,16 +208,16 @@ class SubmitPanel:
         self.error.value = f"<span style='color:#b91c1c'>⚠ {_escape(message)}</span>"
 
     # -- live view --------------------------------------------------------------------------
-    def refresh(self) -> ProgressSnapshot:
-        """Update counts, the results table and the timeline from the controller now."""
-        tasks = self.controller.traces()
-        snapshot = ProgressSnapshot.from_frames(tasks, self.task_ids)
+    def refresh(self, *, draw: bool = True) -> ProgressSnapshot:
+        """Update counts, the results table and (when ``draw``) the timeline now."""
+        mine = self._mine(self.controller.traces())
+        snapshot = ProgressSnapshot.from_frames(mine)
         spans = self.controller.spans()
         mine_spans = spans[spans[S.TASK_ID].isin(self.task_ids)] if len(spans) else spans
-        self.view.update(snapshot, self.table(tasks), mine_spans,
-                         tasks.reindex(self.task_ids).dropna(how="all"))
+        self.view.update(snapshot, self.table(mine), mine_spans, mine.dropna(how="all"),
+                         draw=draw)
         if snapshot.failed:
-            reasons = tasks.reindex(self.task_ids)[S.REASON].dropna()
+            reasons = mine[S.REASON].dropna()
             if len(reasons) and not self.error.value:
                 self.error.value = (f"<span style='color:#b91c1c'>{snapshot.failed} failed; "
                                     f"latest: {_escape(truncate(reasons.iloc[-1], 300))}</span>")
@@ -221,10 +225,20 @@ class SubmitPanel:
             self.refresher.stop()
         return snapshot
 
+    def _mine(self, tasks: pd.DataFrame) -> pd.DataFrame:
+        """The panel's rows; a finished task whose result is not collected yet stays
+        ``pending``, so counts, rewards and statuses always change together."""
+        mine = tasks.reindex(self.task_ids)
+        late = [t for t in self._awaiting if t in mine.index]
+        if late:
+            mine = mine.copy()
+            mine[S.STATUS] = mine[S.STATUS].astype("object")
+            mine.loc[late, S.STATUS] = "pending"
+        return mine
+
     def table(self, tasks: pd.DataFrame | None = None) -> pd.DataFrame:
         """The latest results: task_id, status, reward, latency_s, server."""
-        tasks = self.controller.traces() if tasks is None else tasks
-        mine = tasks.reindex(self.task_ids)
+        mine = self._mine(self.controller.traces()) if tasks is None else tasks
         sessions = self.controller.sessions()
         server = (sessions[S.SERVER].groupby(level=S.TASK_ID).first()
                   if len(sessions) and S.SERVER in sessions else pd.Series(dtype=object))

@@ -90,8 +90,10 @@ class ProgressView:
         self.box = widgets.VBox(children)
 
     def update(self, snapshot: ProgressSnapshot, table: pd.DataFrame,
-               spans: pd.DataFrame | None = None, tasks: pd.DataFrame | None = None) -> None:
-        """Render ``snapshot`` and ``table``; redraw the timeline when the data changed."""
+               spans: pd.DataFrame | None = None, tasks: pd.DataFrame | None = None, *,
+               draw: bool = True) -> None:
+        """Render ``snapshot`` and ``table``; redraw the timeline (when ``draw``) if the data
+        changed. Drawing costs tens of ms on the loop, so callbacks pass ``draw=False``."""
         self.snapshot = snapshot
         self.counts.value = snapshot.summary()
         self.bar.max = max(snapshot.submitted, 1)
@@ -101,11 +103,10 @@ class ProgressView:
         shown = table.tail(self.max_rows)
         if not shown.equals(self.last_table):
             self.last_table = shown
-            self.table.clear_output(wait=True)
-            self.table.append_display_data(shown)
-        if self.show_timeline and spans is not None and tasks is not None:
+            _replace_output(self.table, shown)
+        if draw and self.show_timeline and spans is not None and tasks is not None:
             key = (snapshot.done, len(spans))
-            if key != self._drawn_key and len(tasks):
+            if key != self._drawn_key and len(spans):
                 self._drawn_key = key
                 self._draw_timeline(spans, tasks)
 
@@ -116,9 +117,18 @@ class ProgressView:
 
         fig, ax = plt.subplots(figsize=(9, min(2 + 0.15 * len(tasks), 6)))
         plot_timeline(spans, tasks=tasks, ax=ax)
-        self.timeline.clear_output(wait=True)
-        self.timeline.append_display_data(fig)
+        _replace_output(self.timeline, fig)
         plt.close(fig)
+
+
+def _replace_output(out: Any, obj: object) -> None:
+    """Show ``obj`` as the only output of ``out``.
+
+    ``clear_output`` sent from a background task (not a running cell) does not reach the
+    frontend, so the outputs trait is reset directly; the new display then replaces the old.
+    """
+    out.outputs = ()
+    out.append_display_data(obj)
 
 
 class Refresher:

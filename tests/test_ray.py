@@ -1,0 +1,253 @@
+"""RayScheduler on a local Ray instance against simulator servers run as subprocesses.
+
+Ids come only from the controller and are echoed by worker actors; traces of every worker
+merge into the controller's tracer; a killed worker's tasks finish elsewhere under the same
+ids; control calls fan out; workflow instances keep their state; bad input fails clearly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
+
+from rollout_kit.config import ExecutorConfig  # noqa: E402
+from rollout_kit.controller import RolloutController  # noqa: E402
+from rollout_kit.errors import ConfigError, SchedulerError  # noqa: E402
+from rollout_kit.io import ModelRequest  # noqa: E402
+from rollout_kit.ray_scheduler import RayScheduler, RayWorkerEngine  # noqa: E402
+from rollout_kit.workflows import SingleTurnWorkflow  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+# workers cannot import this test module: ship its classes and functions by value
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[None]:
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 _node_ip_address="127.0.0.2",  # Ray maps 127.0.0.1 to the interface IP
+                 configure_logging=False)
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rollout_kit", "sim", "--api", "sglang", "--num-servers", "1",
+         "--zero-latency", "--seed", "1"],
+        stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), url
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def length_reward(prompt: str, completion: str, prompt_ids: list[int],
+                  completion_ids: list[int], **_: Any) -> float:
+    return float(len(completion) % 7)
+
+
+class ProbeWorkflow:
+    """Stateful: counts its calls and the peak number of concurrent episodes."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.calls = 0
+        self.active = 0
+        self.peak = 0
+
+    async def arun_episode(self, engine: Any, data: Any) -> dict[str, Any]:
+        self.calls += 1
+        call_no = self.calls
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        try:
+            resp = await engine.agenerate(ModelRequest(text=f"probe {data}"))
+            await asyncio.sleep(0.05)
+        finally:
+            self.active -= 1
+        return {"data": data, "pid": os.getpid(), "calls": call_no, "peak": self.peak,
+                "tag": self.tag, "tokens": resp.output_len}
+
+
+class SleepWorkflow:
+    """Generates once, then sleeps ``data`` seconds (keeps tasks in flight for kills)."""
+
+    async def arun_episode(self, engine: Any, data: float) -> dict[str, Any]:
+        await engine.agenerate(ModelRequest(text="sleep"))
+        await asyncio.sleep(data)
+        return {"pid": os.getpid()}
+
+
+class LockedWorkflow:
+    """Holds a lock: cannot be pickled."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        return data
+
+
+async def test_ids_traces_state_and_fanout(ray_local: None, sim_url: str) -> None:
+    sched = RayScheduler(num_workers=2)
+    ctl = RolloutController(sglang=[sim_url], scheduler=sched,
+                            executor_config=ExecutorConfig(max_concurrent_rollouts=2))
+    await ctl.initialize_async()
+    pids = {w.pid for w in sched.workers}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+    # ids: one source, echoed by the workers, identical in results and trace index
+    wf = SingleTurnWorkflow(reward_fn=length_reward)
+    ids = [ctl.submit({"prompt": f"q{i}"}, wf) for i in range(10)]
+    assert ids == list(range(10))
+    res = await ctl.wait_async(10, timeout=60)
+    assert sorted(r.task_id for r in res) == ids
+    assert all(r.status == "accepted" for r in res), [(r.status, r.error) for r in res]
+    assert {r.worker for r in res} == {"ray0", "ray1"}
+    df = ctl.traces()
+    assert sorted(df.index) == ids and df.index.is_unique
+    for r in res:
+        assert df.loc[r.task_id, "worker"] == r.worker
+        assert df.loc[r.task_id, "status"] == "accepted"
+    # one time axis: controller submit <= worker start <= worker end <= controller consume
+    for col_a, col_b in (("submit_ts", "dispatch_ts"), ("dispatch_ts", "start_ts"),
+                         ("start_ts", "end_ts"), ("end_ts", "consume_ts")):
+        assert (df[col_a] <= df[col_b] + 1e-3).all(), (col_a, col_b, df[[col_a, col_b]])
+    spans = ctl.spans()
+    assert set(spans.loc[spans["phase"] == "generate", "task_id"]) == set(ids)
+
+    # a workflow instance keeps its state per worker; per-worker capacity (2) holds
+    probe = ProbeWorkflow(tag="set-before-submit")
+    more = [ctl.submit(i, probe) for i in range(12)]
+    assert more == list(range(10, 22))
+    out = await ctl.wait_async(12, timeout=60)
+    trajs = [r.trajectory for r in out]
+    assert all(t["tag"] == "set-before-submit" for t in trajs)
+    for pid in pids:
+        calls = sorted(t["calls"] for t in trajs if t["pid"] == pid)
+        assert calls == list(range(1, len(calls) + 1)) and len(calls) == 6
+    assert max(t["peak"] for t in trajs) <= 2
+    assert probe.calls == 0  # the user's copy is not mutated by remote runs
+
+    # unserializable workflow: error at submit naming the object, no id consumed
+    with pytest.raises(ConfigError, match="LockedWorkflow"):
+        ctl.submit(1, LockedWorkflow())
+    assert ctl.submit(0.0, SleepWorkflow()) == 22
+    await ctl.wait_async(1, timeout=30)
+
+    # fan-out of pause / resume / set_version to every worker
+    ctl.pause()
+    tid = ctl.submit(0.0, SleepWorkflow())
+    await asyncio.sleep(0.3)
+    assert ctl.peek(tid) is None
+    remote = [await w.remote_stats() for w in sched.workers]
+    assert all(s["paused"] for s in remote)
+    ctl.resume()
+    ctl.set_version(3)
+    await ctl.wait_for_async(tid, timeout=30)
+    remote = [await w.remote_stats() for w in sched.workers]
+    assert [s["paused"] for s in remote] == [False, False]
+    assert [s["version"] for s in remote] == [3, 3] and ctl.get_version() == 3
+    await ctl.pause_generation_async()
+    await ctl.continue_generation_async()
+    await ctl.aclose()
+    assert not sched.live_workers()
+
+
+async def test_killed_workers_tasks_finish_elsewhere_with_same_ids(
+        ray_local: None, sim_url: str) -> None:
+    sched = RayScheduler(num_workers=3)
+    ctl = RolloutController(sglang=[sim_url], scheduler=sched)
+    await ctl.initialize_async()
+    w0, w1, w2 = sched.workers
+    ids = [ctl.submit(1.0, SleepWorkflow()) for _ in range(9)]
+    assert ids == list(range(9))
+    await asyncio.sleep(0.4)  # every task is running on its worker now
+    assert w0.pid is not None
+    os.kill(w0.pid, signal.SIGKILL)  # the process dies
+    ray.kill(w1.actor)  # the actor is killed through Ray
+    res = await ctl.wait_async(9, timeout=60)
+    assert sorted(r.task_id for r in res) == ids  # none lost, none duplicated
+    assert all(r.status == "accepted" for r in res), [(r.status, r.error) for r in res]
+    assert {r.worker for r in res} == {"ray2"}
+    assert {r.trajectory["pid"] for r in res} == {w2.pid}
+    assert not w0.alive and not w1.alive and w2.alive
+    df = ctl.traces()
+    assert sorted(df.index) == ids and (df["worker"] == "ray2").all()
+    moved = df.loc[[0, 1, 3, 4, 6, 7]]
+    assert (moved["redispatched"] >= 1).all()
+    assert set(moved["lost_workers"]) <= {"ray0", "ray1", "ray0,ray1", "ray1,ray0"}
+    assert df.loc[[2, 5, 8], "redispatched"].isna().all()
+    # new submissions go to the survivor only
+    tid = ctl.submit(0.0, SleepWorkflow())
+    assert (await ctl.wait_for_async(tid, timeout=30)).worker == "ray2"
+    await ctl.aclose()
+
+
+def test_choice_policies_skip_dead_workers() -> None:
+    sched = RayScheduler(num_workers=3, policy="least_loaded")
+    engines = [RayWorkerEngine(sched, f"w{i}", actor=None) for i in range(3)]
+    for e in engines:
+        e.configure_executor()
+    engines[0].alive = False
+    assert sched.choose(engines) in engines[1:]
+    rr = RayScheduler(num_workers=3)
+    assert [rr.choose(engines).name for _ in range(4)] == ["w1", "w2", "w1", "w2"]
+    for e in engines:
+        e.alive = False
+    with pytest.raises(SchedulerError, match="died"):
+        rr.choose(engines)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ConfigError):
+        RayScheduler(num_workers=0)
+    with pytest.raises(ConfigError, match="exactly one"):
+        RayScheduler(2).create_workers()
+
+
+def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(SchedulerError, match=r"rollout-kit\[ray\]"):
+        RayScheduler(2)
+
+
+def test_importing_does_not_load_ray() -> None:
+    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.ray_scheduler; "
+            "assert 'ray' not in sys.modules, 'ray was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_unreachable_cluster_names_the_address() -> None:
+    code = ("from rollout_kit.ray_scheduler import RayScheduler\n"
+            "from rollout_kit.controller import RolloutController\n"
+            "from rollout_kit.errors import SchedulerError\n"
+            "try:\n"
+            "    RolloutController(sglang=['127.0.0.1:9'],\n"
+            "                      scheduler=RayScheduler(2, address='127.0.0.1:1'))\n"
+            "except SchedulerError as e:\n"
+            "    print('ERR', e)\n")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=90, env={**os.environ, "RAY_ADDRESS": ""})
+    assert "ERR" in out.stdout and "127.0.0.1:1" in out.stdout, out.stdout + out.stderr
+    assert time.monotonic() - t0 < 90
