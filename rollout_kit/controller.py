@@ -36,6 +36,7 @@ from .errors import (
 )
 from .executor import AcceptFnSpec, WorkflowExecutor, WorkflowSpec, batching
 from .executor.resolve import resolve_accept_fn, workflow_factory
+from .executor.twins import BlockingTwins
 from .executor.waiting import Waiters
 from .ids import TaskIdGenerator
 from .io import RolloutResult
@@ -54,7 +55,7 @@ __all__ = ["RolloutController"]
 T = TypeVar("T")
 
 
-class RolloutController:
+class RolloutController(BlockingTwins):
     """Submit rollouts to in-process worker engines with one id source and one tracer.
 
     Args:
@@ -408,43 +409,9 @@ class RolloutController:
         return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
                                             should_accept_fn, timeout, raise_on_failure)
 
-    def wait(self, count: int | None = None, timeout: float | None = None,
-             raise_on_failure: bool = False) -> list[RolloutResult]:
-        """Blocking twin of :meth:`wait_async`."""
-        return self._blocking(self.wait_async(count, timeout, raise_on_failure), "wait()")
 
-    def wait_for(self, task_id: int, timeout: float | None = None,
-                 raise_on_failure: bool = False) -> RolloutResult:
-        """Blocking twin of :meth:`wait_for_async`."""
-        return self._blocking(self.wait_for_async(task_id, timeout, raise_on_failure),
-                              "wait_for()")
 
-    def rollout_batch(
-        self,
-        data: Sequence[Any],
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-    ) -> list[RolloutResult]:
-        """Blocking twin of :meth:`rollout_batch_async`."""
-        return self._blocking(self.rollout_batch_async(
-            data, workflow, workflow_kwargs, should_accept_fn, timeout), "rollout_batch()")
 
-    def prepare_batch(
-        self,
-        data: Iterable[Any],
-        workflow: WorkflowSpec,
-        batch_size: int,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        raise_on_failure: bool = True,
-    ) -> list[RolloutResult]:
-        """Blocking twin of :meth:`prepare_batch_async`."""
-        return self._blocking(self.prepare_batch_async(
-            data, workflow, batch_size, workflow_kwargs, should_accept_fn, timeout,
-            raise_on_failure), "prepare_batch()")
 
     # -- control -----------------------------------------------------------------------
     def pause(self) -> None:

@@ -12,10 +12,11 @@ The executor module imports engine types, so it is imported lazily inside method
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ControllerStateError
+from ..executor.twins import BlockingTwins
 
 if TYPE_CHECKING:
     from ..config import ExecutorConfig
@@ -27,10 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = ["ExecutorDelegation"]
 
+T = TypeVar("T")
+
 _ATTR = "_rk_workflow_executor"
 
 
-class ExecutorDelegation:
+class ExecutorDelegation(BlockingTwins):
     """Mixin: rollout methods delegated to the engine's ``WorkflowExecutor``.
 
     The executor is created on first use with the settings given to
@@ -80,6 +83,9 @@ class ExecutorDelegation:
         setattr(self, _ATTR, ex)
         return ex
 
+    def _blocking(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        return self.workflow_executor._blocking(coro, what)
+
     def attach_executor(self, executor: WorkflowExecutor) -> None:
         """Use ``executor`` (whose engine must be this one) for the delegated methods."""
         if executor.engine is not self:
@@ -101,48 +107,9 @@ class ExecutorDelegation:
             should_accept_fn=should_accept_fn, task_id=task_id,
         )
 
-    def wait(self, count: int | None = None, timeout: float | None = None,
-             raise_on_failure: bool = False) -> list[RolloutResult]:
-        """Block for ``count`` results in completion order. See ``WorkflowExecutor.wait``."""
-        return self.workflow_executor.wait(count, timeout=timeout,
-                                           raise_on_failure=raise_on_failure)
 
-    def wait_for(self, task_id: int, timeout: float | None = None,
-                 raise_on_failure: bool = False) -> RolloutResult:
-        """Block for one task's result. See ``WorkflowExecutor.wait_for``."""
-        return self.workflow_executor.wait_for(task_id, timeout=timeout,
-                                               raise_on_failure=raise_on_failure)
 
-    def rollout_batch(
-        self,
-        data: Sequence[Any],
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-    ) -> list[RolloutResult]:
-        """Run one rollout per item; results in input order. See the executor."""
-        return self.workflow_executor.rollout_batch(
-            data, workflow, workflow_kwargs=workflow_kwargs,
-            should_accept_fn=should_accept_fn, timeout=timeout,
-        )
 
-    def prepare_batch(
-        self,
-        data: Iterable[Any],
-        workflow: WorkflowSpec,
-        batch_size: int,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        raise_on_failure: bool = True,
-    ) -> list[RolloutResult]:
-        """Submit from ``data`` until ``batch_size`` accepted results. See the executor."""
-        return self.workflow_executor.prepare_batch(
-            data, workflow, batch_size, workflow_kwargs=workflow_kwargs,
-            should_accept_fn=should_accept_fn, timeout=timeout,
-            raise_on_failure=raise_on_failure,
-        )
 
     def pause(self) -> None:
         """Stop dispatching new rollouts (running ones continue)."""

@@ -42,6 +42,7 @@ from ..io import RolloutResult, Status
 from . import batching
 from .resolve import AcceptFn, WorkflowFactory, resolve_accept_fn, workflow_factory
 from .staleness import capacity, stall_message
+from .twins import BlockingTwins
 from .waiting import Waiters
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class _Task:
     cancelling: bool = False
 
 
-class WorkflowExecutor:
+class WorkflowExecutor(BlockingTwins):
     """Runs ``workflow.arun_episode(engine, data)`` per submitted task with capacity control.
 
     Args:
@@ -489,43 +490,9 @@ class WorkflowExecutor:
         return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
                                             should_accept_fn, timeout, raise_on_failure)
 
-    def wait(self, count: int | None = None, timeout: float | None = None,
-             raise_on_failure: bool = False) -> list[RolloutResult]:
-        """Blocking twin of :meth:`wait_async`."""
-        return self._blocking(self.wait_async(count, timeout, raise_on_failure), "wait()")
 
-    def wait_for(self, task_id: int, timeout: float | None = None,
-                 raise_on_failure: bool = False) -> RolloutResult:
-        """Blocking twin of :meth:`wait_for_async`."""
-        return self._blocking(self.wait_for_async(task_id, timeout, raise_on_failure),
-                              "wait_for()")
 
-    def rollout_batch(
-        self,
-        data: Sequence[Any],
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-    ) -> list[RolloutResult]:
-        """Blocking twin of :meth:`rollout_batch_async`."""
-        return self._blocking(self.rollout_batch_async(
-            data, workflow, workflow_kwargs, should_accept_fn, timeout), "rollout_batch()")
 
-    def prepare_batch(
-        self,
-        data: Iterable[Any],
-        workflow: WorkflowSpec,
-        batch_size: int,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        raise_on_failure: bool = True,
-    ) -> list[RolloutResult]:
-        """Blocking twin of :meth:`prepare_batch_async`."""
-        return self._blocking(self.prepare_batch_async(
-            data, workflow, batch_size, workflow_kwargs, should_accept_fn, timeout,
-            raise_on_failure), "prepare_batch()")
 
     # -- control ---------------------------------------------------------------------------
     def pause(self) -> None:
