@@ -1,6 +1,7 @@
 """Pytest plugin: the session fixture ``vllm_cpu_server`` (a real vLLM server on CPU).
 
-Registered from ``tests/conftest.py`` with ``pytest_plugins = ["tests._vllm_fixture"]``. The first test that asks for the fixture sets up
+Registered from ``tests/conftest.py`` (``pytest_plugins = ["tests._vllm_fixture"]``). The first
+test that asks for the fixture sets up
 the cached venv + tiny model (about 90 s cold, instant warm) and starts the server (about 55 s);
 it is stopped at the end of the session.
 
