@@ -40,10 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the demo's options to ``parser``."""
     parser.add_argument("--tasks", type=int, default=200, help="number of prompts (200)")
     parser.add_argument("--n-samples", type=int, default=2, help="samples per prompt (2)")
-    parser.add_argument("--concurrency", type=int, default=64,
-                        help="max concurrent rollouts per worker (64)")
-    parser.add_argument("--time-scale", type=float, default=0.02,
-                        help="simulator latency scale; 1.0 = realistic (0.02)")
+    parser.add_argument("--concurrency", type=int, default=32,
+                        help="max concurrent rollouts per worker (32)")
+    parser.add_argument("--time-scale", type=float, default=0.25,
+                        help="simulator latency scale; 1.0 = realistic (0.25)")
     parser.add_argument("--p-correct", type=float, default=0.7,
                         help="probability the simulated model answers correctly (0.7)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
