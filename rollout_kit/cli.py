@@ -26,7 +26,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(prog="rollout-kit", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="rollout-kit",
+        description="rollout_kit: drive LLM rollouts against SGLang / vLLM servers (or the "
+                    "built-in simulator), with task-id-indexed traces and latency plots.")
     parser.add_argument("--version", action="version", version=f"rollout-kit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers = {name: sub.add_parser(name, help=help_, description=help_)
