@@ -78,6 +78,10 @@ class GenerationConfig:
                f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty!r}")
         _check(self.seed is None or _is_count(self.seed),
                f"seed must be an int or None, got {self.seed!r}")
+        _check(isinstance(self.stop, str | tuple | list),
+               f"stop must be a string or a sequence of strings, got {self.stop!r}")
+        _check(isinstance(self.stop_token_ids, tuple | list),
+               f"stop_token_ids must be a sequence of ints, got {self.stop_token_ids!r}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
         _check(all(isinstance(s, str) and s for s in stop),
                f"stop must be non-empty strings, got {self.stop!r}")

@@ -106,10 +106,17 @@ class _Output:
         self.server_timing.update(seg.server_timing)
 
 
+def _is_host_port(server: str) -> bool:
+    host, sep, port = server.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
 def _addresses(addresses: str | Sequence[str]) -> list[str]:
+    if not isinstance(addresses, str | Sequence):
+        raise ConfigError(f"server addresses must be 'host:port' strings, got {addresses!r}")
     items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
     servers = [server_name(a) for a in items if isinstance(a, str) and a.strip()]
-    if not servers or len(servers) != len(items):
+    if not servers or len(servers) != len(items) or not all(map(_is_host_port, servers)):
         raise ConfigError(f"server addresses must be non-empty 'host:port' strings, "
                           f"got {addresses!r}")
     return servers
@@ -136,6 +143,8 @@ class RemoteInfEngine(InferenceEngine):
 
     def __init__(self, addresses: str | Sequence[str], backend: Backend, *,
                  config: EngineConfig | None = None, name: str | None = None) -> None:
+        if config is not None and not isinstance(config, EngineConfig):
+            raise ConfigError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.config = config if config is not None else EngineConfig()
         self.backend = backend
         servers = _addresses(addresses)

@@ -125,7 +125,8 @@ class SimServer:
         runner = web.AppRunner(app, handle_signals=False, access_log=None,
                                handler_cancellation=True, shutdown_timeout=0.0)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self._port, reuse_address=True)
+        # backlog as uvicorn (vLLM, SGLang): a burst of new connections is not refused
+        site = web.TCPSite(runner, self.host, self._port, reuse_address=True, backlog=2048)
         try:
             await site.start()
         except BaseException:

@@ -39,7 +39,11 @@ def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: b
 
 
 def _expand(paths: StrPath | Sequence[StrPath]) -> list[Path]:
+    if not isinstance(paths, str | os.PathLike | Sequence) or isinstance(paths, bytes):
+        raise ConfigError(f"trace paths must be a path, a glob or a list of them, got {paths!r}")
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    if not all(isinstance(p, str | os.PathLike) for p in items):
+        raise ConfigError(f"trace paths must be str or os.PathLike, got {paths!r}")
     out: list[Path] = []
     for item in items:
         s = os.fspath(item)
@@ -83,8 +87,12 @@ def read_records(path: StrPath) -> list[dict[str, Any]]:
         records.append(rec)
     if not records or records[0].get("kind") != "header" or records[0].get("format") != FORMAT:
         raise TraceSchemaError(f"{os.fspath(path)} is not a rollout_kit trace (no header)")
-    if not isinstance(records[0].get("wall_epoch"), int | float):
-        raise TraceSchemaError(f"{os.fspath(path)}: header has no numeric wall_epoch")
+    for i, rec in enumerate(records):
+        if rec.get("kind") == "header" and (
+                not isinstance(rec.get("wall_epoch"), int | float)
+                or isinstance(rec.get("wall_epoch"), bool)):
+            raise TraceSchemaError(f"{os.fspath(path)}: header on line {i + 1} has no numeric "
+                                   "wall_epoch")
     return records
 
 

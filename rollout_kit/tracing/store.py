@@ -392,7 +392,7 @@ class Store:
                                   EVENT_CODES[rec["event"]], int(rec["ts"]) + shift)
                 else:
                     raise TraceSchemaError(f"{source}: record {i} has unknown kind {kind!r}")
-            except (KeyError, TypeError, ValueError, IndexError) as exc:
+            except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
                 if isinstance(exc, TraceSchemaError):
                     raise
                 raise TraceSchemaError(f"{source}: malformed record {i}: {exc!r}") from exc

