@@ -388,11 +388,15 @@ class RolloutController(BlockingTwins):
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
+        progress: bool = False,
     ) -> list[RolloutResult]:
-        """One result per item of ``data`` in input order, rejected and failed included."""
+        """One result per item of ``data`` in input order, rejected and failed included.
+
+        ``progress=True`` shows a ``tqdm.auto`` bar (a widget in Jupyter, text elsewhere).
+        """
         self._bind()
         return await batching.rollout_batch(self, data, workflow, workflow_kwargs,
-                                            should_accept_fn, timeout)
+                                            should_accept_fn, timeout, progress)
 
     async def prepare_batch_async(
         self,
@@ -403,11 +407,13 @@ class RolloutController(BlockingTwins):
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
         raise_on_failure: bool = True,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         """Submit from ``data`` until ``batch_size`` results are accepted; return those."""
         self._bind()
         return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
-                                            should_accept_fn, timeout, raise_on_failure)
+                                            should_accept_fn, timeout, raise_on_failure,
+                                            progress)
 
 
 

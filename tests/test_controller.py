@@ -184,3 +184,14 @@ def test_bad_construction() -> None:
         RolloutController([LocalEngine("x"), LocalEngine("x")])
     with pytest.raises(ConfigError, match="policy"):
         LocalScheduler("random")  # type: ignore[arg-type]
+
+
+def test_progress_bar_for_blocking_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    with RolloutController([RecordingEngine("a")]) as ctl:
+        res = ctl.rollout_batch(list(range(7)), EchoWorkflow(), progress=True)
+        assert [r.task_id for r in res] == list(range(7))
+        got = ctl.prepare_batch(iter(range(100)), EchoWorkflow(), batch_size=3, progress=True)
+        assert len(got) == 3
+    err = capsys.readouterr().err
+    assert "rollout_batch: 100%" in err and "7/7" in err
+    assert "prepare_batch (accepted): 100%" in err and "3/3" in err

@@ -139,11 +139,12 @@ class ExecutorDelegation(BlockingTwins):
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         """Async twin of :meth:`rollout_batch`."""
         return await self.workflow_executor.rollout_batch_async(
             data, workflow, workflow_kwargs=workflow_kwargs,
-            should_accept_fn=should_accept_fn, timeout=timeout,
+            should_accept_fn=should_accept_fn, timeout=timeout, progress=progress,
         )
 
     async def prepare_batch_async(
@@ -155,10 +156,11 @@ class ExecutorDelegation(BlockingTwins):
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
         raise_on_failure: bool = True,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         """Async twin of :meth:`prepare_batch`."""
         return await self.workflow_executor.prepare_batch_async(
             data, workflow, batch_size, workflow_kwargs=workflow_kwargs,
             should_accept_fn=should_accept_fn, timeout=timeout,
-            raise_on_failure=raise_on_failure,
+            raise_on_failure=raise_on_failure, progress=progress,
         )

@@ -16,7 +16,7 @@ from ..errors import ConfigError, ControllerStateError, RolloutTimeoutError, Wor
 from ..io import RolloutResult
 from .waiting import Waiters
 
-__all__ = ["BatchHost", "prepare_batch", "rollout_batch", "workflow_error"]
+__all__ = ["BatchHost", "prepare_batch", "progress_bar", "rollout_batch", "workflow_error"]
 
 
 class BatchHost(Protocol):
@@ -57,19 +57,35 @@ def workflow_error(result: RolloutResult) -> WorkflowError:
     return err
 
 
+def progress_bar(total: int, desc: str, enabled: bool) -> Any:
+    """A ``tqdm.auto`` bar (a notebook widget in Jupyter, text elsewhere), or ``None``."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="task")
+
+
 async def rollout_batch(host: BatchHost, data: Sequence[Any], workflow: object,
                         workflow_kwargs: dict[str, Any] | None, should_accept_fn: object,
-                        timeout: float | None) -> list[RolloutResult]:
+                        timeout: float | None, progress: bool = False) -> list[RolloutResult]:
     """One result per item of ``data``, in input order, rejected and failed included."""
     items = list(data)
     host.check_specs(workflow, workflow_kwargs, should_accept_fn)
     done: set[int] = set()
     ids: list[int] = []
+    bar = progress_bar(len(items), "rollout_batch", progress)
+
+    def on_done(tid: int) -> None:
+        done.add(tid)
+        if bar is not None:
+            bar.update(1)
+
     try:
         async def run() -> None:
             for item in items:
                 ids.append(await host.submit_reserved(item, workflow, workflow_kwargs,
-                                                      should_accept_fn, done.add))
+                                                      should_accept_fn, on_done))
             await host.waiters.until(lambda: len(done) == len(ids), timeout=None,
                                      what="rollout_batch()", stall_reason=host.stall_reason,
                                      check_stall=timeout is None)
@@ -82,13 +98,16 @@ async def rollout_batch(host: BatchHost, data: Sequence[Any], workflow: object,
         for tid in ids:
             host.release(tid)
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     return [host.take(tid) for tid in ids]
 
 
 async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
                         batch_size: int, workflow_kwargs: dict[str, Any] | None,
                         should_accept_fn: object, timeout: float | None,
-                        raise_on_failure: bool) -> list[RolloutResult]:
+                        raise_on_failure: bool, progress: bool = False) -> list[RolloutResult]:
     """Submit items of ``data`` until ``batch_size`` results are accepted; return those.
 
     At most ``batch_size - accepted`` tasks are in flight, so no surplus is produced.
@@ -110,6 +129,7 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
     in_flight: set[int] = set()
     accepted: list[int] = []
     n_items = 0
+    bar = progress_bar(batch_size, "prepare_batch (accepted)", progress)
 
     def on_done(tid: int) -> None:
         finished.append(tid)
@@ -124,6 +144,8 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
                 res = host.peek(tid)
                 if res is not None and res.status == "accepted":
                     accepted.append(tid)
+                    if bar is not None:
+                        bar.update(1)
                 elif res is not None and res.status == "failed" and raise_on_failure:
                     raise workflow_error(host.take(tid))
                 else:
@@ -160,6 +182,9 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
         for tid in [*accepted, *in_flight, *finished]:
             host.release(tid)
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     return [host.take(tid) for tid in accepted]
 
 

@@ -455,6 +455,7 @@ class WorkflowExecutor(BlockingTwins):
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         """Run one task per item; return one result per item in input order (rejected too).
 
@@ -463,7 +464,7 @@ class WorkflowExecutor(BlockingTwins):
         """
         self._bind()
         return await batching.rollout_batch(self, data, workflow, workflow_kwargs,
-                                            should_accept_fn, timeout)
+                                            should_accept_fn, timeout, progress)
 
     async def prepare_batch_async(
         self,
@@ -474,6 +475,7 @@ class WorkflowExecutor(BlockingTwins):
         should_accept_fn: AcceptFnSpec | None = None,
         timeout: float | None = None,
         raise_on_failure: bool = True,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         """Submit items from ``data`` until ``batch_size`` are accepted; return those.
 
@@ -488,7 +490,8 @@ class WorkflowExecutor(BlockingTwins):
         """
         self._bind()
         return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
-                                            should_accept_fn, timeout, raise_on_failure)
+                                            should_accept_fn, timeout, raise_on_failure,
+                                            progress)
 
 
 

@@ -38,6 +38,7 @@ class BlockingTwins:
         self, data: Sequence[Any], workflow: WorkflowSpec,
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None, timeout: float | None = None,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         raise NotImplementedError
 
@@ -46,6 +47,7 @@ class BlockingTwins:
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None, timeout: float | None = None,
         raise_on_failure: bool = True,
+        progress: bool = False,
     ) -> list[RolloutResult]:
         raise NotImplementedError
 
@@ -64,18 +66,21 @@ class BlockingTwins:
         self, data: Sequence[Any], workflow: WorkflowSpec,
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None, timeout: float | None = None,
+        progress: bool = False,
     ) -> list[RolloutResult]:
-        """Blocking twin of ``rollout_batch_async``."""
+        """Blocking twin of ``rollout_batch_async`` (``progress=True``: a tqdm bar)."""
         return self._blocking(self.rollout_batch_async(
-            data, workflow, workflow_kwargs, should_accept_fn, timeout), "rollout_batch()")
+            data, workflow, workflow_kwargs, should_accept_fn, timeout, progress),
+            "rollout_batch()")
 
     def prepare_batch(
         self, data: Iterable[Any], workflow: WorkflowSpec, batch_size: int,
         workflow_kwargs: dict[str, Any] | None = None,
         should_accept_fn: AcceptFnSpec | None = None, timeout: float | None = None,
         raise_on_failure: bool = True,
+        progress: bool = False,
     ) -> list[RolloutResult]:
-        """Blocking twin of ``prepare_batch_async``."""
+        """Blocking twin of ``prepare_batch_async`` (``progress=True``: a tqdm bar)."""
         return self._blocking(self.prepare_batch_async(
             data, workflow, batch_size, workflow_kwargs, should_accept_fn, timeout,
-            raise_on_failure), "prepare_batch()")
+            raise_on_failure, progress), "prepare_batch()")
