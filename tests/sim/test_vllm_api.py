@@ -39,7 +39,7 @@ async def test_completion_shape_with_token_ids_and_logprobs(vl) -> None:
     assert body["object"] == "text_completion" and body["id"].startswith("cmpl-")
     ch = body["choices"][0]
     assert set(ch) == {"index", "text", "logprobs", "finish_reason", "stop_reason",
-                       "token_ids", "prompt_logprobs", "prompt_token_ids"}
+                       "token_ids", "prompt_logprobs", "prompt_token_ids", "routed_experts"}
     assert ch["prompt_token_ids"] == prompt and ch["finish_reason"] == "stop"
     assert ch["stop_reason"] is None and ch["token_ids"][-1] == TOK.eos_token_id
     lp = ch["logprobs"]
@@ -48,7 +48,7 @@ async def test_completion_shape_with_token_ids_and_logprobs(vl) -> None:
     assert all(len(d) == 1 for d in lp["top_logprobs"])
     assert body["usage"] == {"prompt_tokens": 4, "completion_tokens": len(ch["token_ids"]),
                              "total_tokens": 4 + len(ch["token_ids"]),
-                             "prompt_tokens_details": None}
+                             "prompt_tokens_details": None, "completion_tokens_details": None}
     assert body["sim_timing"]["e2e_s"] > 0
 
 
@@ -97,7 +97,7 @@ async def test_stream_with_usage(vl) -> None:
     text = "".join(ch["choices"][0]["text"] for ch in chunks)
     assert len(ids) == 5 and text == TOK.decode(ids)
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
-    assert "sim_timing" in chunks[-1] and chunks[0]["usage"] is None
+    assert "sim_timing" in chunks[-1] and "usage" not in chunks[0]
     offsets = [o for ch in chunks for o in ch["choices"][0]["logprobs"]["text_offset"]]
     assert offsets == sorted(offsets) and len(offsets) == 5
 
@@ -128,13 +128,16 @@ async def test_error_shapes(vl) -> None:
     url = c.url + "/v1/completions"
     st, b = await post(s, url, {"max_tokens": 3})
     assert st == 400 and b["error"] == {
-        "message": "Either prompt or prompt_embeds must be provided and non-empty.",
+        "message": "Either prompt or prompt_embeds must be provided and non-empty. "
+                   "(parameter=prompt)",
         "type": "BadRequestError", "param": "prompt", "code": 400}
     st, b = await post(s, url, {"prompt": "x", "model": "nope"})
     assert st == 404 and b["error"]["type"] == "NotFoundError"
-    assert b["error"]["message"] == "The model `nope` does not exist."
+    assert b["error"]["message"] == "The model `nope` does not exist. Valid aliases: sim-model."
     st, b = await post(s, url, {"prompt": "x", "top_p": 0})
-    assert st == 400 and b["error"]["message"] == "top_p must be in (0, 1], got 0.0."
+    assert st == 400 and b["error"]["message"] == (
+        "top_p must be in (0, 1], got 0.0. (parameter=top_p, value=0.0)")
+    assert b["error"]["param"] == "top_p"
     st, b = await post(s, url, {"prompt": "x", "temperature": -0.5})
     assert st == 400 and "temperature must be non-negative" in b["error"]["message"]
     st, b = await post(s, url, {"prompt": "x" * 600})
@@ -200,7 +203,8 @@ async def test_pause_resume_dev_routes_hold(vl) -> None:
     st, res = await asyncio.wait_for(held, 5)
     assert st == 200 and res["choices"][0]["finish_reason"] == "length"
     async with s.post(c.url + "/pause?mode=bogus") as r:
-        assert r.status == 400 and isinstance((await r.json())["error"], str)
+        err = (await r.json())["error"]  # FastAPI query validation, like vLLM 0.32
+        assert r.status == 400 and err["param"] == "query.mode" and err["type"] == "Bad Request"
 
 
 async def test_pause_reject_keep_wait_and_abort_requests() -> None:
