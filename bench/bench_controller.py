@@ -1,33 +1,57 @@
-"""Tasks/s through RolloutController (tracing on) vs a bare aiohttp loop, same simulator.
+"""RolloutController vs a bare aiohttp loop: throughput and event-loop health (rows 1 and 9).
 
-Both clients send the same SGLang ``/generate`` requests (prompt ids, 16 new tokens) to one
-zero-latency simulated server running in a separate process, at the same concurrency, in
-one run, alternating rounds. Prints a table: tasks/s of each, the ratio (target >= 0.85)
-and the controller's per-task overhead in microseconds ((T_ctl - T_bare) / N).
+Row 1: tasks/s through ``RolloutController`` (tracing on) vs a bare aiohttp loop (one shared
+session, semaphore, orjson) sending the same SGLang ``/generate`` request to one
+zero-latency simulator in its own process, at concurrency 64 / 256 / 1024, interleaved
+rounds, medians. The client's CPU time per task is printed too: when the simulator (one
+core) is the bottleneck, both clients reach the same rate and only the CPU column shows the
+controller's extra cost.
 
-    .venv/bin/python bench/bench_controller.py [--quick] [--tasks N] [--concurrency C]
+Row 9: the maximum event-loop lag seen by a 10 ms ticker (wake-up time minus the time it
+asked for) while 1,000 tasks are in flight: the submission of all tasks and their whole
+run, against a simulator with 0.5 s ± 50 % latency (a rollout's steady state), and against a
+zero-latency simulator (saturated; stress case). Same for the bare loop.
+
+    .venv/bin/python bench/bench_controller.py [--smoke|--quick|--full]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import socket
+import gc
 import statistics
-import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import orjson
+from _common import (
+    Row,
+    Size,
+    check,
+    cpu_seconds,
+    pct,
+    print_rows,
+    sim_process,
+    size_from_args,
+    spread,
+)
 
 from rollout_kit.config import ExecutorConfig, GenerationConfig
 from rollout_kit.controller import RolloutController
 from rollout_kit.io import ModelRequest
 
+__all__ = ["rows"]
+
 PROMPT = list(range(10, 42))
 MAX_NEW = 16
 GCONFIG = GenerationConfig(max_new_tokens=MAX_NEW)
+RATIO_TARGET = 0.85
+LAG_TARGET_MS = 20.0
+PAYLOAD = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": MAX_NEW, "temperature": 1.0},
+           "return_logprob": True, "stream": False}
 
 
 class OneGenerate:
@@ -39,95 +63,171 @@ class OneGenerate:
         return resp.output_tokens
 
 
-async def bare(addr: str, n: int, conc: int) -> float:
-    payload = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": MAX_NEW,
-                                                        "temperature": 1.0},
-               "return_logprob": True, "stream": False}
-    sem = asyncio.Semaphore(conc)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+class Bare:
+    """The loop one would write by hand: one session, a semaphore, orjson."""
+
+    name = "bare"
+
+    def __init__(self, url: str, conc: int) -> None:
+        self.url, self.conc = url, conc
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Bare:
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        await self.run(2 * self.conc)  # warm-up: opens the connections
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.session is not None
+        await self.session.close()
+
+    async def run(self, n: int) -> None:
+        """``n`` requests with at most ``conc`` in flight."""
+        assert self.session is not None
+        s = self.session
+        sem = asyncio.Semaphore(self.conc)
+        headers = {"Content-Type": "application/json"}
+
         async def one() -> None:
-            async with sem, s.post(f"http://{addr}/generate", json=payload) as r:
+            async with sem, s.post(f"{self.url}/generate", data=orjson.dumps(PAYLOAD),
+                                   headers=headers) as r:
                 r.raise_for_status()
-                body = await r.json()
+                body = orjson.loads(await r.read())
                 _ = [x[1] for x in body["meta_info"]["output_token_logprobs"]]
 
-        t0 = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(n)))
-        return time.perf_counter() - t0
 
 
-async def controller(addr: str, n: int, conc: int) -> float:
-    ctl = RolloutController(sglang=[addr],
-                            executor_config=ExecutorConfig(max_concurrent_rollouts=conc))
-    async with ctl:
-        await ctl.rollout_batch_async([0] * 8, OneGenerate())  # warm the session
-        t0 = time.perf_counter()
-        wf = OneGenerate()
+class Ctl:
+    """``RolloutController`` (tracing on), one ``agenerate`` per task."""
+
+    name = "ctl"
+
+    def __init__(self, url: str, conc: int) -> None:
+        self.conc = conc
+        self.ctl = RolloutController(
+            sglang=[url.removeprefix("http://")],
+            executor_config=ExecutorConfig(max_concurrent_rollouts=conc))
+        self.wf = OneGenerate()
+        self.done = 0
+
+    async def __aenter__(self) -> Ctl:
+        await self.ctl.__aenter__()
+        await self.run(2 * self.conc)  # warm-up: opens the connections
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.ctl.aclose()
+
+    async def run(self, n: int) -> None:
+        """``n`` tasks submitted at once, then waited for."""
         for i in range(n):
-            ctl.submit(i, wf)
-        res = await ctl.wait_async(n)
-        dt = time.perf_counter() - t0
-        assert all(r.ok for r in res) and len(ctl.traces()) == n + 8
-    return dt
+            self.ctl.submit(i, self.wf)
+        res = await self.ctl.wait_async(n)
+        self.done += n
+        if not all(r.ok for r in res) or len(self.ctl.traces()) != self.done:
+            raise RuntimeError("controller benchmark: failed tasks or missing traces")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+async def throughput(url: str, n: int, conc: int, rounds: int) -> dict[str, list[float]]:
+    """Interleaved rounds of bare and controller at one concurrency (set-up not timed)."""
+    res: dict[str, list[float]] = {"bare": [], "ctl": [], "bare_cpu": [], "ctl_cpu": []}
+    async with Bare(url, conc) as b, Ctl(url, conc) as c:
+        for _ in range(rounds):
+            for client in (b, c):
+                gc.collect()
+                c0, t0 = cpu_seconds(), time.perf_counter()
+                await client.run(n)
+                wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+                res[client.name].append(n / wall)
+                res[f"{client.name}_cpu"].append(cpu / n * 1e6)
+    return res
 
 
-async def wait_health(addr: str) -> None:
-    async with aiohttp.ClientSession() as s:
-        for _ in range(200):
-            try:
-                async with s.get(f"http://{addr}/health") as r:
-                    if r.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    raise RuntimeError("simulator did not come up")
+async def loop_lag(run: Callable[[int], Awaitable[None]], n: int,
+                   period: float = 0.01) -> list[float]:
+    """Lags (s) of a ``period`` ticker while ``run(n)`` runs."""
+    lags: list[float] = []
+    done = False
 
+    async def ticker() -> None:
+        while not done:
+            asked = time.perf_counter() + period
+            await asyncio.sleep(period)
+            lags.append(time.perf_counter() - asked)
 
-async def main_async(args: argparse.Namespace, addr: str) -> None:
-    await wait_health(addr)
-    await bare(addr, 200, args.concurrency)  # warm-up
-    t_bare: list[float] = []
-    t_ctl: list[float] = []
-    for _ in range(args.rounds):
-        t_bare.append(await bare(addr, args.tasks, args.concurrency))
-        t_ctl.append(await controller(addr, args.tasks, args.concurrency))
-    b, c = statistics.median(t_bare), statistics.median(t_ctl)
-    n = args.tasks
-    print(f"\n{n} tasks, concurrency {args.concurrency}, {args.rounds} rounds (median), "
-          "zero-latency SGLang simulator in a separate process")
-    print(f"{'client':<28}{'tasks/s':>10}{'s/run':>10}")
-    print(f"{'bare aiohttp loop':<28}{n / b:>10.0f}{b:>10.3f}")
-    print(f"{'RolloutController (traced)':<28}{n / c:>10.0f}{c:>10.3f}")
-    print(f"ratio controller/bare: {b / c:.3f}  (target >= 0.85)")
-    print(f"controller overhead per task: {(c - b) / n * 1e6:.0f} us")
-
-
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small run (1000 tasks, 2 rounds)")
-    p.add_argument("--tasks", type=int, default=5000)
-    p.add_argument("--concurrency", type=int, default=256)
-    p.add_argument("--rounds", type=int, default=3)
-    args = p.parse_args()
-    if args.quick:
-        args.tasks, args.rounds = 1000, 2
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "rollout_kit", "sim", "--api", "sglang",
-                             "--port", str(port), "--zero-latency",
-                             "--max-num-seqs", "100000"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tick = asyncio.create_task(ticker())
+    await asyncio.sleep(3 * period)  # ticker running before the work starts
+    lags.clear()
     try:
-        asyncio.run(main_async(args, f"127.0.0.1:{port}"))
+        await run(n)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        done = True
+        await tick
+    return lags
+
+
+def rows(size: Size = "quick") -> list[Row]:
+    """Row 1 (throughput at 64/256/1024) and row 9 (loop lag with 1,000 in flight)."""
+    n = {"smoke": 200, "quick": 3000, "full": 10000}[size]
+    in_flight = 100 if size == "smoke" else 1000
+    rounds = {"smoke": 1, "quick": 3, "full": 5}[size]
+    out: list[Row] = []
+    zero = ["--api", "sglang", "--zero-latency", "--max-num-seqs", "100000",
+            "--max-waiting", "100000"]
+    with sim_process(*zero) as (url, _):
+        for conc in ((64,) if size == "smoke" else (64, 256, 1024)):
+            r = asyncio.run(throughput(url, max(n, 2 * conc), conc, rounds))
+            ratios = [a / b for a, b in zip(r["ctl"], r["bare"], strict=True)]
+            m = statistics.median(ratios)
+            tgt = conc == 256
+            cpu_c, cpu_b = statistics.median(r["ctl_cpu"]), statistics.median(r["bare_cpu"])
+            out.append(Row("controller", f"tasks/s, conc {conc}, zero-latency SGLang sim",
+                           statistics.median(r["ctl"]), statistics.median(r["bare"]),
+                           "bare aiohttp loop", m, f"ratio ≥ {RATIO_TARGET}" if tgt else "",
+                           check(m, ">=", RATIO_TARGET) if tgt else None,
+                           f"ratio {spread(ratios, '{:.2f}')}",
+                           f"{max(n, 2 * conc):,} tasks × {rounds} interleaved rounds; client "
+                           f"CPU/task {cpu_c:.0f} µs vs bare {cpu_b:.0f} µs "
+                           f"(CPU ratio {cpu_b / cpu_c:.2f}×)"))
+        stress = asyncio.run(_lag_pair(url, n, in_flight, rounds))
+    lat = "0.05" if size == "smoke" else "0.5"
+    paced = ["--api", "sglang", "--prefill-overhead-s", lat, "--prefill-per-token-s", "0",
+             "--itl-s", "0", "--load-factor", "1", "--jitter-cv", "0.5",
+             "--max-num-seqs", "100000", "--max-waiting", "100000"]
+    n_lag = {"smoke": 200, "quick": 3000, "full": 10000}[size]
+    with sim_process(*paced) as (url, _):
+        steady = asyncio.run(_lag_pair(url, n_lag, in_flight, rounds))
+    for label, res, n_tasks, tgt in ((f"sim {lat} s ± 50 %", steady, n_lag, True),
+                                     ("zero-latency sim (saturated)", stress, n, False)):
+        mo, mb = statistics.median(res["ctl"]), statistics.median(res["bare"])
+        out.append(Row("controller", f"max event-loop lag (ms), {in_flight:,} in flight, {label}",
+                       mo, mb, "bare aiohttp loop", mb / mo if mo else None,
+                       f"≤ {LAG_TARGET_MS:g} ms" if tgt else "",
+                       check(mo, "<=", LAG_TARGET_MS) if tgt and in_flight == 1000 else None,
+                       f"{spread(res['ctl'])}; bare {spread(res['bare'])}",
+                       f"10 ms ticker; {n_tasks:,} tasks submitted at once, max over the run, "
+                       f"median of {rounds}; p99 lag {statistics.median(res['ctl_p99']):.1f} ms "
+                       f"vs bare {statistics.median(res['bare_p99']):.1f} ms"))
+    return out
+
+
+async def _lag_pair(url: str, n: int, conc: int, rounds: int) -> dict[str, list[float]]:
+    """Max and p99 loop lag (ms) for the controller and the bare loop, interleaved rounds."""
+    res: dict[str, list[float]] = {"ctl": [], "bare": [], "ctl_p99": [], "bare_p99": []}
+    async with Bare(url, conc) as b, Ctl(url, conc) as c:
+        for _ in range(rounds):
+            for client in (b, c):
+                gc.collect()
+                lags = await loop_lag(client.run, n)
+                res[client.name].append(max(lags) * 1e3)
+                res[f"{client.name}_p99"].append(pct(lags, 0.99) * 1e3)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    size, _ = size_from_args(argv, __doc__ or "")
+    print_rows(rows(size))
     return 0
 
 

@@ -1,17 +1,20 @@
-"""Benchmark: timeline drawing (vectorised PolyCollections vs one ``barh`` per task) and
-``analysis.summary`` on large synthetic traces.
+"""Benchmark: timeline drawing (vectorised PolyCollections vs one ``barh`` per task, row 6)
+and ``analysis.summary`` on large synthetic traces.
 
-Prints one table; ratios are measured side by side in the same run::
+``plot_timeline`` is timed at 100k tasks (target ≤ 2 s, rendered to PNG); the one-``barh``-
+per-segment baseline takes minutes there, so both are also timed side by side at a size the
+baseline can do, and the baseline's 100k time is extrapolated linearly from it (its cost is
+linear in artists)::
 
-    .venv/bin/python bench/bench_plots.py           # 10k + 100k tasks, summary on 1M
-    .venv/bin/python bench/bench_plots.py --quick   # 2k + 10k tasks, summary on 100k
+    .venv/bin/python bench/bench_plots.py [--smoke|--quick|--full]
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import io
+import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,13 +26,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from _common import Row, Size, check, print_rows, size_from_args, spread
 
 from rollout_kit import analysis
 from rollout_kit.plotting import plot_timeline
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.phases import phase_color
 
-NAIVE_LIMIT = 20_000  # the naive baseline takes minutes above this
+__all__ = ["rows"]
+
+TARGET_S = 2.0
 
 
 def build_frames(n: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -91,34 +97,42 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small sizes (a few seconds)")
-    args = p.parse_args()
-    sizes = (2_000, 10_000) if args.quick else (10_000, 100_000)
-    big = 100_000 if args.quick else 1_000_000
-    rows: list[tuple[str, str, str, str]] = []
-    for n in sizes:
-        t = time.perf_counter()
-        tasks, spans = build_frames(n)
-        build = time.perf_counter() - t
-        rows.append((f"build frames, {n:,} tasks", f"{build:.3f}", "", ""))
-        fast = timed(lambda: draw_fast(tasks, spans))  # noqa: B023
-        if n <= NAIVE_LIMIT:
-            naive = timed(lambda: draw_naive(tasks, spans))  # noqa: B023
-            rows.append((f"timeline → PNG, {n:,} tasks", f"{fast:.3f}", f"{naive:.3f}",
-                         f"{naive / fast:.1f}x"))
-        else:
-            rows.append((f"timeline → PNG, {n:,} tasks", f"{fast:.3f}",
-                         f"skipped (> {NAIVE_LIMIT:,})", ""))
-    tasks, _ = build_frames(big)
-    s = timed(lambda: analysis.summary(tasks))
-    rows.append((f"summary, {big:,} tasks", f"{s:.3f}", "", ""))
-    head = ("what", "rollout_kit (s)", "naive barh (s)", "speed-up")
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
-    for r in [head, tuple("-" * w for w in widths), *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+def rows(size: Size = "quick") -> list[Row]:
+    """Row 6 (timeline at 100k tasks vs barh per task) and an analysis.summary row."""
+    n_big = {"smoke": 5_000, "quick": 100_000, "full": 100_000}[size]
+    n_naive = {"smoke": 500, "quick": 5_000, "full": 20_000}[size]
+    reps = {"smoke": 1, "quick": 3, "full": 3}[size]
+    n_sum = {"smoke": 10_000, "quick": 1_000_000, "full": 1_000_000}[size]
+    out: list[Row] = []
+    tasks, spans = build_frames(n_naive)
+    draw_fast(tasks, spans)  # warm-up: fonts, caches
+    fast_s = [timed(lambda: draw_fast(tasks, spans)) for _ in range(reps)]
+    naive_s = [timed(lambda: draw_naive(tasks, spans)) for _ in range(max(1, reps - 2))]
+    mf, mn = statistics.median(fast_s), statistics.median(naive_s)
+    out.append(Row("plots", f"plot_timeline → PNG, {n_naive:,} tasks (s)", mf, mn,
+                   "one barh per segment", mn / mf, "", None,
+                   f"{spread(fast_s)}; barh {spread(naive_s)}", "measured side by side"))
+    tasks, spans = build_frames(n_big)
+    big_s = [timed(lambda: draw_fast(tasks, spans)) for _ in range(reps)]
+    mb = statistics.median(big_s)
+    naive_big = mn * n_big / n_naive
+    ok = check(mb, "<=", TARGET_S) if n_big == 100_000 else None
+    out.append(Row("plots", f"plot_timeline → PNG, {n_big:,} tasks (s)", mb, naive_big,
+                   "barh, extrapolated", naive_big / mb, f"≤ {TARGET_S:g} s", ok, spread(big_s),
+                   f"baseline = {n_naive:,}-task barh time × {n_big // n_naive} (linear); "
+                   "3 segments per task, dpi 80"))
+    tasks, _ = build_frames(n_sum)
+    sm = [timed(lambda: analysis.summary(tasks)) for _ in range(reps)]
+    out.append(Row("plots", f"analysis.summary, {n_sum:,} tasks (s)", statistics.median(sm),
+                   None, "", None, "", None, spread(sm), ""))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    size, _ = size_from_args(argv, __doc__ or "")
+    print_rows(rows(size))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -10,24 +10,36 @@ same run measures:
    reward): throughput-based (wall / tasks with many in flight) and round trip (one at a
    time), against the in-process controller.
 
+Row 8 of issue 9 (target: 2 Ray workers ≥ 1.6× one in-process worker). Skipped with a note
+when ``ray`` is not installed, and at ``--smoke`` size (Ray's start-up alone takes seconds).
+
 Usage::
 
-    python bench/bench_ray.py [--quick] [--tasks 400] [--workers 2] [--reward-ms 5]
+    python bench/bench_ray.py [--smoke|--quick|--full] [--tasks 400] [--workers 2]
+        [--reward-ms 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
+import statistics
 import subprocess
 import sys
 import time
 from typing import Any
 
+from _common import Row, Size, check, print_rows, size_from_args
+
 from rollout_kit.config import GenerationConfig
 from rollout_kit.controller import RolloutController
 from rollout_kit.io import ModelRequest
+
+__all__ = ["rows"]
+
+SPEEDUP_TARGET = 1.6
 
 
 def burn(seconds: float) -> float:
@@ -101,46 +113,69 @@ async def measure(ctl: RolloutController, n: int, reward_s: float) -> dict[str, 
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes (about 20 s)")
-    ap.add_argument("--tasks", type=int, default=None, help="CPU-bound tasks per mode")
-    ap.add_argument("--workers", type=int, default=2, help="Ray worker actors")
-    ap.add_argument("--reward-ms", type=float, default=5.0, help="CPU per reward (ms)")
-    args = ap.parse_args()
-    n = args.tasks or (80 if args.quick else 400)
-
+def rows(size: Size = "quick", tasks: int | None = None, workers: int = 2,
+         reward_ms: float = 5.0) -> list[Row]:
+    """Row 8: CPU-bound tasks/s on ``workers`` Ray workers vs one in-process worker."""
+    name = f"tasks/s, {reward_ms:g} ms CPU-bound reward, {workers} Ray workers vs 1 in-process"
+    if importlib.util.find_spec("ray") is None:
+        return [Row("ray", name, None, note="skipped: ray is not installed "
+                    "(pip install 'rollout-kit[ray]')")]
+    if size == "smoke":
+        return [Row("ray", name, None, note="skipped at --smoke size (Ray start-up)")]
+    n = tasks or {"smoke": 40, "quick": 200, "full": 600}[size]
+    rounds = 1 if size == "quick" else 3
     import ray
 
     from rollout_kit.ray_scheduler import RayScheduler
 
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(  # type: ignore[no-untyped-call]
+        sys.modules[__name__])
     proc, url = start_sim()
+    local: list[dict[str, float]] = []
+    remote: list[dict[str, float]] = []
     try:
         ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False,
                  _node_ip_address="127.0.0.2",  # Ray maps 127.0.0.1 to the interface IP
                  configure_logging=False)
-        reward_s = args.reward_ms / 1e3
-        local = asyncio.run(measure(RolloutController(sglang=[url]), n, reward_s))
-        sched = RayScheduler(num_workers=args.workers)
-        remote = asyncio.run(measure(RolloutController(sglang=[url], scheduler=sched), n,
-                                     reward_s))
+        reward_s = reward_ms / 1e3
+        for _ in range(rounds):
+            local.append(asyncio.run(measure(RolloutController(sglang=[url]), n, reward_s)))
+            sched = RayScheduler(num_workers=workers)
+            remote.append(asyncio.run(measure(RolloutController(sglang=[url], scheduler=sched),
+                                              n, reward_s)))
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         ray.shutdown()
+    speedups = [r["cpu_tasks_s"] / loc["cpu_tasks_s"] for r, loc in zip(remote, local,
+                                                                         strict=True)]
+    sp = statistics.median(speedups)
+    r_rate = statistics.median(r["cpu_tasks_s"] for r in remote)
+    l_rate = statistics.median(r["cpu_tasks_s"] for r in local)
+    r_triv = statistics.median(r["trivial_tasks_s"] for r in remote)
+    l_triv = statistics.median(r["trivial_tasks_s"] for r in local)
+    r_rtt = statistics.median(r["trivial_rtt_ms"] for r in remote)
+    l_rtt = statistics.median(r["trivial_rtt_ms"] for r in local)
+    return [
+        Row("ray", name, r_rate, l_rate, "1 in-process worker", sp,
+            f"ratio ≥ {SPEEDUP_TARGET}", check(sp, ">=", SPEEDUP_TARGET),
+            f"ratio {min(speedups):.2f}–{max(speedups):.2f}",
+            f"{n} tasks × {rounds} round(s); {os.cpu_count()} cores shared with the driver "
+            "and the simulator"),
+        Row("ray", "dispatch overhead per task (ms), trivial workflow", 1e3 / r_triv,
+            1e3 / l_triv, "in-process", None, "", None, "",
+            f"round trip one at a time: {r_rtt:.2f} ms vs {l_rtt:.2f} ms in-process"),
+    ]
 
-    print(f"\nRay scale-out, {n} CPU-bound tasks ({args.reward_ms:g} ms pure-Python reward "
-          f"each), {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.2f}")
-    print(f"{'mode':<24}{'cpu tasks/s':>12}{'trivial tasks/s':>17}{'trivial RTT ms':>16}")
-    for name, r in (("in-process (1 worker)", local), (f"ray ({args.workers} workers)", remote)):
-        print(f"{name:<24}{r['cpu_tasks_s']:>12.1f}{r['trivial_tasks_s']:>17.1f}"
-              f"{r['trivial_rtt_ms']:>16.2f}")
-    speedup = remote["cpu_tasks_s"] / local["cpu_tasks_s"]
-    overhead_ms = 1e3 / remote["trivial_tasks_s"] - 1e3 / local["trivial_tasks_s"]
-    print(f"speed-up ray/in-process (CPU-bound): {speedup:.2f}x (target >= 1.6x)")
-    print(f"Ray dispatch overhead per task: {overhead_ms:.3f} ms at throughput, "
-          f"{remote['trivial_rtt_ms'] - local['trivial_rtt_ms']:.2f} ms round trip")
+
+def main(argv: list[str] | None = None) -> int:
+    def add(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--tasks", type=int, default=None, help="CPU-bound tasks per mode")
+        ap.add_argument("--workers", type=int, default=2, help="Ray worker actors")
+        ap.add_argument("--reward-ms", type=float, default=5.0, help="CPU per reward (ms)")
+
+    size, args = size_from_args(argv, __doc__ or "", add)
+    print_rows(rows(size, args.tasks, args.workers, args.reward_ms))
     return 0
 
 

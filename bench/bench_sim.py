@@ -1,28 +1,44 @@
-"""Benchmark the built-in simulator.
+"""Benchmark the built-in simulator against a bare aiohttp handler (issue 9, row 7).
 
 1. Requests/s the simulator sustains in zero-latency mode versus a bare aiohttp handler that
-   returns a fixed JSON body, same client (one shared aiohttp session, concurrency 64), both
-   measured in this run, each server in its own subprocess (target: sim ≥ 0.8× bare).
-2. The latency curve under the default latency model: streamed requests at concurrency
-   1/8/32/64/128, TTFT and ITL p50/p99 measured by the client, next to the server's own
-   ``sim_timing`` (so client-added latency is visible).
+   returns a fixed JSON body, same client (one shared aiohttp session, concurrency 64), each
+   server in its own subprocess, interleaved rounds, medians. Because one Python client can
+   be slower than the server it drives, the server's own CPU time per request (from
+   ``/proc/PID/stat``) is reported too: ``1 / cpu_per_request`` is the capacity of one core,
+   independent of how fast the client is.
+2. ``--curve``: the latency curve under the default latency model (streamed requests at
+   concurrency 1/8/32/64/128; client TTFT/ITL next to the server's own ``sim_timing``).
 
-Usage: ``python bench/bench_sim.py [--quick]``
+Usage: ``python bench/bench_sim.py [--smoke|--quick|--full] [--curve]``
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from typing import Any
 
 import aiohttp
 import orjson
+from _common import (
+    Row,
+    Size,
+    check,
+    cpu_seconds,
+    pct,
+    print_rows,
+    ratio,
+    sim_process,
+    size_from_args,
+    spread,
+)
+
+__all__ = ["rows"]
+
+TARGET = 0.8
 
 BARE_SERVER = r"""
 import sys
@@ -53,27 +69,8 @@ import asyncio
 asyncio.run(main())
 """
 
-
-@contextmanager
-def _server(cmd: list[str]) -> Iterator[str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http://"):
-            raise RuntimeError(f"server did not start: {cmd}")
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def _sim_cmd(api: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "rollout_kit", "sim", "--api", api, *extra]
-
-
 async def _throughput(url: str, path: str, body: dict[str, object], n: int,
-                      concurrency: int) -> float:
+                      concurrency: int, warm: int) -> float:
     data = orjson.dumps(body)
     headers = {"Content-Type": "application/json"}
     conn = aiohttp.TCPConnector(limit=0)
@@ -84,7 +81,7 @@ async def _throughput(url: str, path: str, body: dict[str, object], n: int,
                 if r.status != 200:
                     raise RuntimeError(f"status {r.status}")
 
-        for _ in range(200):  # warm-up (connections, caches)
+        for _ in range(warm):  # warm-up (connections, caches)
             await one()
         remaining = n
         t0 = time.perf_counter()
@@ -99,11 +96,53 @@ async def _throughput(url: str, path: str, body: dict[str, object], n: int,
         return n / (time.perf_counter() - t0)
 
 
-def _pct(xs: list[float], q: float) -> float:
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
+def rows(size: Size = "quick") -> list[Row]:
+    """Row 7: simulator req/s and server CPU per request vs a bare aiohttp handler."""
+    n = {"smoke": 800, "quick": 4000, "full": 10000}[size]
+    rounds = {"smoke": 2, "quick": 5, "full": 7}[size]
+    conc = 64
+    targets: list[tuple[str, list[str], str, dict[str, Any]]] = [
+        ("bare", [sys.executable, "-c", BARE_SERVER], "/v1/completions",
+         {"prompt": "hello", "max_tokens": 16}),
+        ("vllm", ["--api", "vllm", "--zero-latency", "--max-num-seqs", "4096"],
+         "/v1/completions", {"prompt": "hello", "max_tokens": 16, "ignore_eos": True}),
+        ("sglang", ["--api", "sglang", "--zero-latency", "--max-num-seqs", "4096"], "/generate",
+         {"text": "hello", "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}),
+    ]
+    rate: dict[str, list[float]] = {name: [] for name, *_ in targets}
+    cpu: dict[str, list[float]] = {name: [] for name, *_ in targets}
+    with ExitStack() as stack:
+        servers = [stack.enter_context(
+            sim_process(cmd=cmd) if name == "bare" else sim_process(*cmd))
+            for name, cmd, _, _ in targets]
+        for _ in range(rounds):
+            for (name, _, path, body), (url, pid) in zip(targets, servers, strict=True):
+                c0 = cpu_seconds(pid)
+                rate[name].append(asyncio.run(_throughput(url, path, body, n, conc,
+                                                          warm=min(200, n // 4))))
+                cpu[name].append((cpu_seconds(pid) - c0) / (n + min(200, n // 4)) * 1e6)
+    out: list[Row] = []
+    bare_rate = statistics.median(rate["bare"])
+    bare_cpu = statistics.median(cpu["bare"])
+    for name in ("vllm", "sglang"):
+        ratios = [a / b for a, b in zip(rate[name], rate["bare"], strict=True)]
+        r = statistics.median(ratios)
+        m = statistics.median(rate[name])
+        out.append(Row("sim", f"simulator ({name}, zero-latency) req/s, 1 client conc {conc}",
+                       m, bare_rate, "bare aiohttp handler", r, f"ratio ≥ {TARGET}",
+                       check(r, ">=", TARGET),
+                       f"ratio {spread(ratios, '{:.2f}')}",
+                       f"{n:,} req × {rounds} interleaved rounds; closed loop"))
+        mc = statistics.median(cpu[name])
+        cr = ratio(bare_cpu, mc)
+        out.append(Row("sim", f"simulator ({name}) server CPU µs per request",
+                       mc, bare_cpu, "bare aiohttp handler", cr,
+                       f"ratio ≥ {TARGET}", check(cr, ">=", TARGET),
+                       f"{spread(cpu[name])}; bare {spread(cpu['bare'])}",
+                       f"capacity of one core: {1e6 / max(mc, 1e-9):,.0f} req/s vs "
+                       f"{1e6 / max(bare_cpu, 1e-9):,.0f} (independent of the client's speed; "
+                       "/proc CPU ticks of 10 ms)"))
+    return out
 
 
 async def _latency_level(url: str, concurrency: int, n: int,
@@ -141,55 +180,34 @@ async def _latency_level(url: str, concurrency: int, n: int,
                             queue.append(obj["sim_timing"]["queue_s"])
 
         await asyncio.gather(*(one() for _ in range(n)))
-    return {"ttft_p50": _pct(ttft, 0.5), "ttft_p99": _pct(ttft, 0.99),
-            "itl_p50": _pct(itl, 0.5), "itl_p99": _pct(itl, 0.99),
-            "srv_ttft_p50": _pct(srv_ttft, 0.5), "queue_p50": _pct(queue, 0.5)}
+    return {"ttft_p50": pct(ttft, 0.5), "ttft_p99": pct(ttft, 0.99),
+            "itl_p50": pct(itl, 0.5), "itl_p99": pct(itl, 0.99),
+            "srv_ttft_p50": pct(srv_ttft, 0.5), "queue_p50": pct(queue, 0.5)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="short run")
-    args = parser.parse_args()
-    n = 2000 if args.quick else 10000
-    conc = 64
-
-    rounds = 3 if args.quick else 5
-    print(f"# 1. zero-latency throughput: {n} requests per round, concurrency {conc}, one "
-          f"shared session; {rounds} interleaved rounds, median req/s")
-    targets = [
-        ("bare aiohttp (fixed JSON)", [sys.executable, "-c", BARE_SERVER], "/v1/completions",
-         {"prompt": "hello", "max_tokens": 16}),
-        ("sim vllm zero-latency", _sim_cmd("vllm", "--zero-latency"), "/v1/completions",
-         {"prompt": "hello", "max_tokens": 16, "ignore_eos": True}),
-        ("sim sglang zero-latency", _sim_cmd("sglang", "--zero-latency"), "/generate",
-         {"text": "hello", "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}),
-    ]
-    results: dict[str, list[float]] = {name: [] for name, *_ in targets}
-    with ExitStack() as stack:
-        urls = [stack.enter_context(_server(cmd)) for _, cmd, _, _ in targets]
-        for _ in range(rounds):
-            for (name, _, path, body), url in zip(targets, urls, strict=True):
-                results[name].append(asyncio.run(_throughput(url, path, body, n, conc)))
-    bare = statistics.median(results[targets[0][0]])
-    print(f"{'server':<28}{'median req/s':>13}{'min':>8}{'max':>8}{'× bare':>8}")
-    for name, vals in results.items():
-        med = statistics.median(vals)
-        print(f"{name:<28}{med:>13.0f}{min(vals):>8.0f}{max(vals):>8.0f}{med / bare:>8.2f}")
-
+def curve(quick: bool) -> None:
+    """Print the latency curve under the default latency model."""
     levels = [1, 8, 32, 64, 128]
-    max_tokens = 16 if args.quick else 32
-    print(f"\n# 2. latency curve, default model (prefill 30 ms + 0.2 ms/token, ITL 12 ms, "
-          f"load factor 2, max_num_seqs 64), 200-token prompts, {max_tokens} output tokens, "
+    max_tokens = 16 if quick else 32
+    print(f"\n# latency curve, default model, 200-token prompts, {max_tokens} output tokens, "
           "streamed")
     print(f"{'conc':>5}{'n':>6}{'TTFT p50':>10}{'TTFT p99':>10}{'ITL p50':>9}{'ITL p99':>9}"
           f"{'srv TTFT p50':>14}{'srv queue p50':>15}   (ms)")
-    with _server(_sim_cmd("vllm", "--max-num-seqs", "64")) as url:
+    with sim_process("--api", "vllm", "--max-num-seqs", "64") as (url, _):
         for c in levels:
-            count = max(2 * c, 8) if not args.quick else max(c, 4)
+            count = max(c, 4) if quick else max(2 * c, 8)
             r = asyncio.run(_latency_level(url, c, count, max_tokens))
             print(f"{c:>5}{count:>6}{r['ttft_p50'] * 1e3:>10.1f}{r['ttft_p99'] * 1e3:>10.1f}"
                   f"{r['itl_p50'] * 1e3:>9.1f}{r['itl_p99'] * 1e3:>9.1f}"
                   f"{r['srv_ttft_p50'] * 1e3:>14.1f}{r['queue_p50'] * 1e3:>15.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    size, args = size_from_args(argv, __doc__ or "", lambda ap: ap.add_argument(
+        "--curve", action="store_true", help="also print the latency curve"))
+    print_rows(rows(size))
+    if args.curve:
+        curve(size != "full")
     return 0
 
 

@@ -1,18 +1,19 @@
 """Benchmark the tracer: per-session cost, bytes per finished session, DataFrame build time.
 
-Run: ``.venv/bin/python bench/bench_tracer.py`` (about a minute) or ``--quick`` (seconds).
+Run: ``.venv/bin/python bench/bench_tracer.py [--smoke|--quick|--full]``.
 
 The measured sequence per session is the one of issue 2: register_task + register_session +
 two phases (generate, reward) + finalize. It is timed with tracing on, with a disabled tracer,
 and for a naive baseline that appends one dict per event to a list (what a simple tracer
-does). Medians of several repetitions after a warm-up; all measured in the same run.
+does). Medians of several repetitions after a warm-up, ``gc.freeze()`` after setup; all
+measured in the same run.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -21,12 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from _common import Row, Size, check, print_rows, size_from_args, spread
 
 from rollout_kit.tracing import Tracer, load_traces
+
+__all__ = ["rows"]
 
 US_TARGET = 10.0
 BYTES_TARGET = 1024
 BUILD_TARGET_S = 2.0
+AREAL_US = 43.6  # AReaL SessionTracer, same sequence, same kind of machine (issue 9)
 
 
 def seq_tracer(tr: Tracer, start: int, n: int) -> None:
@@ -53,17 +58,24 @@ def seq_naive(events: list[dict[str, Any]], start: int, n: int) -> None:
         events.append({"event": "finalize", "task_id": i, "status": "accepted", "ts": now()})
 
 
-def per_session_us(run: Callable[[int, int], None], n: int, reps: int) -> float:
+def per_session_us(run: Callable[[int, int], None], n: int, reps: int) -> list[float]:
+    """µs per session for ``reps`` repetitions of ``n`` sessions (after a warm-up)."""
     run(10**9, min(n, 2000))  # warm-up on ids that do not collide
+    gc.collect()
+    gc.freeze()
     times = []
-    for r in range(reps):
-        t0 = time.perf_counter_ns()
-        run(r * n, n)
-        times.append((time.perf_counter_ns() - t0) / n / 1000)
-    return statistics.median(times)
+    try:
+        for r in range(reps):
+            t0 = time.perf_counter_ns()
+            run(r * n, n)
+            times.append((time.perf_counter_ns() - t0) / n / 1000)
+    finally:
+        gc.unfreeze()
+    return times
 
 
 def bytes_per_session(n: int, with_attrs: bool) -> float:
+    """Bytes still allocated per finished session (tracemalloc) after ``n`` sessions."""
     gc.collect()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
@@ -82,7 +94,22 @@ def bytes_per_session(n: int, with_attrs: bool) -> float:
     gc.collect()
     used = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
-    assert tr.stats["sessions"] == n
+    if tr.stats["sessions"] != n:
+        raise RuntimeError(f"tracer holds {tr.stats['sessions']} sessions, expected {n}")
+    return used / n
+
+
+def bytes_naive(n: int) -> float:
+    """Bytes per session of the naive event list, same sequence."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    events: list[dict[str, Any]] = []
+    seq_naive(events, 0, n)
+    gc.collect()
+    used = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    del events
     return used / n
 
 
@@ -105,38 +132,51 @@ def fill_realistic(tr: Tracer, n_sessions: int, per_task: int = 4) -> None:
         tr.mark(t, "consume")
 
 
-def timed(fn: Callable[[], object], reps: int) -> float:
+def timed(fn: Callable[[], object], reps: int) -> list[float]:
+    """Wall seconds of ``reps`` calls of ``fn`` (garbage collected before each)."""
     times = []
     for _ in range(reps):
+        gc.collect()
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes, a few seconds")
-    args = ap.parse_args()
-    n_call = 5_000 if args.quick else 50_000
-    n_mem = 10_000 if args.quick else 100_000
-    n_build = 20_000 if args.quick else 1_000_000
-    reps = 3 if args.quick else 5
+def rows(size: Size = "quick") -> list[Row]:
+    """Rows 3 (µs per session), 4 (bytes per session) and 5 (DataFrame build)."""
+    n_call = {"smoke": 2_000, "quick": 50_000, "full": 200_000}[size]
+    n_mem = {"smoke": 2_000, "quick": 100_000, "full": 100_000}[size]
+    n_build = {"smoke": 4_000, "quick": 1_000_000, "full": 1_000_000}[size]
+    reps = {"smoke": 2, "quick": 5, "full": 7}[size]
+    out: list[Row] = []
 
-    rows: list[tuple[str, str, str, str]] = []
-    on = per_session_us(lambda s, n: seq_tracer(Tracer(), s, n), n_call, reps)
-    off = per_session_us(lambda s, n: seq_tracer(Tracer(enabled=False), s, n), n_call, reps)
-    naive = per_session_us(lambda s, n: seq_naive([], s, n), n_call, reps)
-    rows.append(("per session, tracing on (µs)", f"{on:.2f}", f"≤ {US_TARGET}",
-                 str(on <= US_TARGET)))
-    rows.append(("per session, tracing disabled (µs)", f"{off:.2f}", "", ""))
-    rows.append(("per session, naive dict-per-event (µs)", f"{naive:.2f}", "", ""))
-    rows.append(("  on / naive", f"{on / naive:.2f}x", "", ""))
+    # Interleave on / off / naive so that load drift hits all three alike.
+    on: list[float] = []
+    off: list[float] = []
+    naive: list[float] = []
+    for _ in range(reps):
+        on += per_session_us(lambda s, n: seq_tracer(Tracer(), s, n), n_call, 1)
+        off += per_session_us(lambda s, n: seq_tracer(Tracer(enabled=False), s, n), n_call, 1)
+        naive += per_session_us(lambda s, n: seq_naive([], s, n), n_call, 1)
+    m_on, m_off, m_naive = (statistics.median(x) for x in (on, off, naive))
+    out.append(Row("tracer", "µs per session, tracing on (task+session+2 phases+finalize)",
+                   m_on, m_naive, "dict-per-event list", m_naive / m_on, f"≤ {US_TARGET:g} µs",
+                   check(m_on, "<=", US_TARGET),
+                   f"on {spread(on)}; naive {spread(naive)}",
+                   f"{n_call:,} sessions × {reps}; AReaL SessionTracer: {AREAL_US} µs "
+                   f"({AREAL_US / m_on:.1f}× ours)"))
+    out.append(Row("tracer", "µs per session, tracing disabled (Tracer(enabled=False))",
+                   m_off, m_on, "tracing on", m_on / m_off, "", None, spread(off),
+                   "cost of the calls when tracing is off"))
 
-    for attrs in (False, True):
-        b = bytes_per_session(n_mem, attrs)
-        label = f"bytes / finished session{' (+4 attrs)' if attrs else ''} [{n_mem:,}]"
-        rows.append((label, f"{b:.0f}", f"≤ {BYTES_TARGET}", str(b <= BYTES_TARGET)))
+    b_plain = bytes_per_session(n_mem, False)
+    b_attrs = bytes_per_session(n_mem, True)
+    b_naive = bytes_naive(n_mem)
+    out.append(Row("tracer", "bytes per finished session (tracemalloc)", b_plain, b_naive,
+                   "dict-per-event list", b_naive / b_plain, f"≤ {BYTES_TARGET} B",
+                   check(b_plain, "<=", BYTES_TARGET), "",
+                   f"{n_mem:,} sessions; with 4 attributes/session: {b_attrs:.0f} B"))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
@@ -145,23 +185,34 @@ def main() -> int:
         fill_realistic(tr, n_build)
         tr.close()
         fill_s = time.perf_counter() - t0
-        build = timed(tr.frames, 3)
-        rows.append((f"fill {n_build:,} sessions via API incl. JSONL (s)", f"{fill_s:.2f}",
-                     "", ""))
-        rows.append((f"frames() build, {n_build:,} sessions (s)", f"{build:.3f}",
-                     f"≤ {BUILD_TARGET_S}", str(build <= BUILD_TARGET_S)))
-        load = timed(lambda: load_traces(path), 1)
-        rows.append((f"load_traces() same JSONL ({path.stat().st_size / 1e6:.0f} MB) (s)",
-                     f"{load:.2f}", "", ""))
-        rj = timed(lambda: pd.read_json(path, lines=True), 1)
-        rows.append(("pandas.read_json(lines=True) same JSONL (s)", f"{rj:.2f}", "", ""))
+        gc.collect()
+        gc.freeze()
+        try:
+            build = timed(tr.frames, 3)
+            load = timed(lambda: load_traces(path), 1 if size != "smoke" else 2)
+            rj = timed(lambda: pd.read_json(path, lines=True), 1 if size != "smoke" else 2)
+        finally:
+            gc.unfreeze()
+        mb = path.stat().st_size / 1e6
+    m_build, m_load, m_rj = (statistics.median(x) for x in (build, load, rj))
+    target_note = "" if n_build == 1_000_000 else f" (target is for 1M; {n_build:,} here)"
+    out.append(Row("tracer", f"DataFrames from the in-memory tracer, {n_build:,} sessions (s)",
+                   m_build, m_rj, "pandas.read_json(lines=True)", m_rj / m_build,
+                   f"≤ {BUILD_TARGET_S:g} s", check(m_build, "<=", BUILD_TARGET_S)
+                   if n_build == 1_000_000 else None, spread(build),
+                   f"tasks+sessions+spans frames; JSONL {mb:.0f} MB{target_note}; "
+                   f"filling it through the API took {fill_s:.1f} s"))
+    out.append(Row("tracer", f"load_traces(JSONL) → DataFrames, {n_build:,} sessions (s)",
+                   m_load, m_rj, "pandas.read_json(lines=True)", m_rj / m_load, "", None,
+                   spread(load), "same file; read_json gives one flat frame, not typed tables"))
+    return out
 
-    w = max(len(r[0]) for r in rows)
-    print(f"{'measure':<{w}}  {'value':>10}  {'target':>8}  met?")
-    for name, value, target, met in rows:
-        print(f"{name:<{w}}  {value:>10}  {target:>8}  {met}")
+
+def main(argv: list[str] | None = None) -> int:
+    size, _ = size_from_args(argv, __doc__ or "")
+    print_rows(rows(size))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

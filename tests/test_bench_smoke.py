@@ -1,0 +1,67 @@
+"""Smoke test of the benchmark runner: ``bench/run_all.py --smoke`` runs and writes
+well-formed JSON (tiny sizes; no timing assertions — timing targets live in bench/)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW_KEYS = {"bench", "metric", "ours", "baseline", "baseline_name", "ratio", "target", "met",
+            "spread", "note", "extra"}
+
+
+def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["size"] == "smoke"
+    assert result["machine"]["cores"] >= 1
+    assert len(result["loadavg_after"]) == 3
+    rows = result["rows"]
+    benches = {r["bench"] for r in rows}
+    assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray"}
+    failed = [r for r in rows if r["metric"] == "benchmark failed"]
+    assert not failed, failed
+    for r in rows:
+        assert set(r) == ROW_KEYS
+        assert isinstance(r["metric"], str) and r["metric"]
+        if r["bench"] == "ray":  # skipped at smoke size (or ray missing), with a note
+            assert r["ours"] is None and "skipped" in r["note"]
+            continue
+        assert isinstance(r["ours"], float) and math.isfinite(r["ours"]) and r["ours"] > 0
+        if r["baseline"] is not None:
+            assert r["baseline"] > 0 and r["ratio"] is not None and r["ratio"] > 0
+        assert r["met"] in (True, False, None)
+        if r["met"] is not None:
+            assert r["target"]
+    # The printed table is the same Markdown table as in the JSON, one line per row.
+    table = result["table"].splitlines()
+    assert table[0].startswith("| bench | metric | rollout_kit | baseline | ratio |")
+    assert len(table) == 2 + len(rows)
+    assert result["table"] in proc.stdout
+    # Every row of issue 9 that can run at smoke size is present.
+    metrics = " ".join(r["metric"] for r in rows)
+    for needle in ("tasks/s, conc 64", "client-added latency median", "µs per session",
+                   "bytes per finished session", "DataFrames from the in-memory tracer",
+                   "plot_timeline", "server CPU µs per request", "max event-loop lag"):
+        assert needle in metrics, needle
+
+
+def test_only_selects_and_rejects_unknown(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    ok = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke",
+                         "--only", "tracer", "--json", str(out)],
+                        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert {r["bench"] for r in json.loads(out.read_text())["rows"]} == {"tracer"}
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke",
+                          "--only", "nope"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode != 0 and "unknown benchmark" in bad.stderr
