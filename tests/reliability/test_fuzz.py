@@ -307,6 +307,7 @@ def test_fuzz_trace_loader(tmp_path_factory: pytest.TempPathFactory, header: Any
 
 @FUZZ
 @given(raw=st.binary(max_size=200))
+@pytest.mark.filterwarnings("ignore::rollout_kit.tracing.TornTraceWarning")  # expected here
 def test_fuzz_trace_loader_bytes(tmp_path_factory: pytest.TempPathFactory, raw: bytes) -> None:
     path = tmp_path_factory.mktemp("fuzzb") / "t.jsonl"
     path.write_bytes(dumps(HEADER) + b"\n" + raw)
