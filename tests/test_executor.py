@@ -368,3 +368,19 @@ def test_other_loop_is_refused() -> None:
             loop2.run_until_complete(use())
     finally:
         loop2.close()
+
+
+async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
+    from rollout_kit.executor.core import DISPATCH_SLICE
+
+    ex = WorkflowExecutor(LocalEngine("w"), config=ExecutorConfig(max_concurrent_rollouts=1000))
+    ids = [ex.submit({"sleep": 0.05}, EchoWorkflow()) for _ in range(5 * DISPATCH_SLICE)]
+    assert ex.stats()["running"] == DISPATCH_SLICE  # the rest waits for later loop turns
+    turns = 0
+    while ex.stats()["running"] < len(ids):
+        await asyncio.sleep(0)
+        turns += 1
+    assert turns >= 4  # one slice per turn, never all at once
+    res = await ex.wait_async(len(ids))
+    assert sorted(r.task_id for r in res) == ids and {r.status for r in res} == {"accepted"}
+    await ex.aclose()

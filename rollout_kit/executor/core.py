@@ -69,6 +69,10 @@ class _Task:
     cancelling: bool = False
 
 
+#: Most tasks started per event-loop turn (keeps the loop responsive under big submits).
+DISPATCH_SLICE = 32
+
+
 class WorkflowExecutor(BlockingTwins):
     """Runs ``workflow.arun_episode(engine, data)`` per submitted task with capacity control.
 
@@ -113,6 +117,7 @@ class WorkflowExecutor(BlockingTwins):
         self._paused = False
         self._closed = False
         self._draining = False
+        self._turn_started = 0  # tasks started in the current loop turn
         loop = running_loop()
         if loop is not None:
             self._bind_to(loop)
@@ -261,13 +266,22 @@ class WorkflowExecutor(BlockingTwins):
                         accepted=self._counts["accepted"], version=self.engine.get_version())
 
     def _dispatch(self) -> None:
+        """Start queued tasks while capacity allows, at most ``DISPATCH_SLICE`` per loop turn.
+
+        Each start runs its first step (request building, connecting) in the next loop turn;
+        starting 1,000 at once would stall the loop for a few hundred ms (a frozen notebook),
+        so the rest is dispatched in later turns.
+        """
         if self._paused or not self._pending or (self._closed and not self._draining):
             return
         loop = self._loop
         assert loop is not None
-        n = self.capacity()
+        n = min(self.capacity(), DISPATCH_SLICE - self._turn_started)
         started = False
         while n > 0 and self._pending:
+            if self._turn_started == 0:  # first start this turn: the budget resets next turn
+                loop.call_soon(self._next_turn)
+            self._turn_started += 1
             task = self._pending.popleft()
             self.tracer.mark(task.task_id, "dispatch")
             self._running[task.task_id] = task
@@ -278,6 +292,10 @@ class WorkflowExecutor(BlockingTwins):
             started = True
         if started and self.config.queue_size is not None:
             self.waiters.wake()  # queue room
+
+    def _next_turn(self) -> None:
+        self._turn_started = 0
+        self._dispatch()
 
     async def _run(self, task: _Task) -> None:
         tid = task.task_id

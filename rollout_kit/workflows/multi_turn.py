@@ -9,13 +9,12 @@ the session is annotated with ``turns``. The final reward is discounted by
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import GenerationConfig
 from ..errors import ConfigError
-from ..io import ModelRequest
+from ..io import ModelRequest, new_rid
 from ..tracing import annotate, atrace_phase, trace_session
 from .base import RolloutWorkflow
 from .reward import RewardFn, call_reward
@@ -100,7 +99,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
     async def arun_episode(self, engine: InferenceEngine, data: Any) -> dict[str, Any] | None:
         """Run ``n_samples`` multi-turn episodes in parallel."""
         text, ids = self._single.prompt_of(data)
-        rid = uuid.uuid4().hex
+        rid = new_rid()
         eps = await gather_all([self.episode(engine, f"{rid}:{i}", text or "", ids, data)
                                 for i in range(self.gconfig.n_samples)])
         return {

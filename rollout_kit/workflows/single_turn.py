@@ -17,14 +17,13 @@ keeps all samples of a task on one server (prefix cache) while each request id s
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..config import GenerationConfig
 from ..errors import ConfigError
-from ..io import ModelRequest, ModelResponse
+from ..io import ModelRequest, ModelResponse, new_rid
 from ..tracing import atrace_phase, trace_session
 from .base import RolloutWorkflow
 from .reward import RewardFn, call_reward
@@ -150,7 +149,7 @@ class SingleTurnWorkflow(RolloutWorkflow):
     async def arun_episode(self, engine: InferenceEngine, data: Any) -> dict[str, Any] | None:
         """Generate ``n_samples`` completions in parallel and reward each."""
         text, ids = self.prompt_of(data)
-        rid = uuid.uuid4().hex
+        rid = new_rid()
         samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
                                     for i in range(self.gconfig.n_samples)])
         return build_trajectory(text or "", samples)
