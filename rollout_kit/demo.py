@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ._loop import run_sync
+from ._paths import prepare_output_dir
 from .config import ExecutorConfig, GenerationConfig
 from .controller import RolloutController
 from .errors import ConfigError
@@ -97,12 +98,6 @@ def exact_match_reward(prompt: str, completion: str, prompt_ids: list[int],
     return 1.0 if nums and nums[-1] == answer else 0.0
 
 
-def _prepare_out(path: Path, force: bool) -> None:
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {path} exists and is not a folder")
-    if path.is_dir() and any(path.iterdir()) and not force:
-        raise ConfigError(f"--out {path} is not empty; pass --force to overwrite")
-    path.mkdir(parents=True, exist_ok=True)
 
 
 @contextlib.asynccontextmanager
@@ -156,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
             _out(f"error: --{name.replace('_', '-')} must be >= 1")
             return 2
     try:
-        _prepare_out(out, args.force)
+        prepare_output_dir(out, args.force)
     except ConfigError as exc:
         _out(f"error: {exc}")
         return 2

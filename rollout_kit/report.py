@@ -22,6 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import analysis, plotting
+from ._paths import prepare_output_dir
 from .errors import ConfigError, RolloutKitError
 from .tracing import Traces, load_traces
 from .tracing.chrome import to_chrome_trace
@@ -78,12 +79,6 @@ def export_frames(traces: Traces, out: str | Path, *, parquet: bool | None = Non
     return written
 
 
-def _prepare_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"--out {out} exists and is not empty; pass --force to overwrite")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 def write_report(traces: Traces, out: str | Path, *, force: bool = False, window: float = 1.0,
@@ -104,7 +99,7 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False, window
         ConfigError: ``out`` is not empty and ``force`` is false, or is a file.
     """
     out = Path(out)
-    _prepare_out(out, force)
+    prepare_output_dir(out, force)
     t, sp, se = traces.tasks, traces.spans, traces.sessions
     summ = analysis.summary(t, sessions=se)
     written: list[Path] = []
@@ -193,7 +188,7 @@ def run_report(args: argparse.Namespace) -> int:
         if not args.window > 0:
             raise ConfigError(f"--window must be > 0, got {args.window}")
         out = Path(args.out)
-        _prepare_out(out, args.force)  # fail before a long load
+        prepare_output_dir(out, args.force)  # fail before a long load
         traces = _load(list(args.traces), progress)
         files = write_report(traces, out, force=True, window=args.window, progress=progress)
     except RolloutKitError as exc:
