@@ -178,20 +178,10 @@ def run(args: argparse.Namespace) -> int:
         _out("servers:  " + ", ".join(f"{k}={v}" for k, v in per.items()))
     tasks.to_csv(out / "tasks.csv")
     written = ["traces.jsonl", "tasks.csv"]
-    try:
-        from .plotting import plot_timeline
-    except ImportError as exc:  # pragma: no cover - plotting is part of the package
-        _out(f"timeline.png skipped: plotting unavailable ({exc})")
-    else:
-        import matplotlib
+    from .plotting import plot_timeline, save_plot
 
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
-
-        fig = plt.figure(figsize=(10, 6))
-        plot_timeline(r["spans"], tasks=tasks, ax=fig.add_subplot())
-        fig.savefig(out / "timeline.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append("timeline.png")
+    save_plot(plot_timeline, out / "timeline.png", r["spans"], tasks=tasks, figsize=(10, 6),
+              dpi=110)
+    written.append("timeline.png")
     _out(f"wrote:    {', '.join(str(out / w) for w in written)}")
     return 0

@@ -111,14 +111,9 @@ class ProgressView:
                 self._draw_timeline(spans, tasks)
 
     def _draw_timeline(self, spans: pd.DataFrame, tasks: pd.DataFrame) -> None:
-        import matplotlib.pyplot as plt
+        from ..plotting import timeline_figure
 
-        from ..plotting import plot_timeline
-
-        fig, ax = plt.subplots(figsize=(9, min(2 + 0.15 * len(tasks), 6)))
-        plot_timeline(spans, tasks=tasks, ax=ax)
-        _replace_output(self.timeline, fig)
-        plt.close(fig)
+        _replace_output(self.timeline, timeline_figure(spans, tasks=tasks))
 
 
 def _replace_output(out: Any, obj: object) -> None:
