@@ -460,18 +460,23 @@ def _make_seqs(ctx: ServerContext, rid: str, prompts: list[list[int]],
     return seqs
 
 
+async def _body_object(request: web.Request) -> dict[str, Any]:
+    """The request body as a JSON object, or the error vLLM gives for it."""
+    try:
+        body = await read_json(request)
+    except BadBody as exc:
+        raise _body_error(exc) from None
+    if not isinstance(body, dict):
+        raise _validation("body", body, "model_attributes_type",
+                          "Input should be a valid dictionary or object to extract fields from")
+    return body
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     """``POST /v1/completions``."""
     ctx = _ctx(request)
     try:
-        body = await read_json(request)
-    except BadBody as exc:
-        return _error(ctx, _body_error(exc))
-    try:
-        if not isinstance(body, dict):
-            raise _validation("body", body, "model_attributes_type",
-                              "Input should be a valid dictionary or object to extract fields "
-                              "from")
+        body = await _body_object(request)
         c = _common(ctx, body, ("max_tokens",), ctx.config.default_max_tokens)
         prompts, texts = _prompts(ctx, body)
         lp = _get_int(body, "logprobs", None)
@@ -684,14 +689,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     """``POST /v1/chat/completions`` (basic: text messages, n, logprobs, stream)."""
     ctx = _ctx(request)
     try:
-        body = await read_json(request)
-    except BadBody as exc:
-        return _error(ctx, _body_error(exc))
-    try:
-        if not isinstance(body, dict):
-            raise _validation("body", body, "model_attributes_type",
-                              "Input should be a valid dictionary or object to extract fields "
-                              "from")
+        body = await _body_object(request)
         c = _common(ctx, body, ("max_completion_tokens", "max_tokens"), None)
         prompt_text = render_chat(body.get("messages"))
         prompt = ctx.tokenizer.encode(prompt_text)
