@@ -157,6 +157,8 @@ async def test_live_monitor_follows_work_submitted_from_code(ctl: Any) -> None:
     assert "accepted 3" in monitor.view.counts.value
     await asyncio.sleep(0.15)  # the refresher keeps running and draws the timeline
     assert len(monitor.view.timeline.outputs) == 1
+    # a PNG whatever the matplotlib backend (a bare Figure would show as text)
+    assert "image/png" in monitor.view.timeline.outputs[0]["data"]
     monitor.stop()
     assert not monitor.refresher.running
 

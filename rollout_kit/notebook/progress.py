@@ -8,6 +8,7 @@ tests can check the numbers without widgets.
 from __future__ import annotations
 
 import asyncio
+import io
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -111,9 +112,16 @@ class ProgressView:
                 self._draw_timeline(spans, tasks)
 
     def _draw_timeline(self, spans: pd.DataFrame, tasks: pd.DataFrame) -> None:
+        from IPython.display import Image
+
         from ..plotting import timeline_figure
 
-        _replace_output(self.timeline, timeline_figure(spans, tasks=tasks))
+        # a PNG, not the Figure: IPython renders a Figure only when pyplot's inline backend
+        # has registered its formatters, which a background refresh cannot count on
+        buf = io.BytesIO()
+        timeline_figure(spans, tasks=tasks).savefig(buf, format="png", dpi=80, bbox_inches="tight")
+        image = Image(data=buf.getvalue(), format="png")  # type: ignore[no-untyped-call]
+        _replace_output(self.timeline, image)
 
 
 def _replace_output(out: Any, obj: object) -> None:
