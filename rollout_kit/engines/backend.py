@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..io import StopReason
 
 __all__ = [
+    "token_ids",
     "Backend",
     "ControlRequest",
     "Segment",
@@ -28,6 +29,18 @@ __all__ = [
     "float_timings",
     "logprob",
 ]
+
+
+_TOKEN_ID_BOUND = 2**63  # what orjson (int64) can send back in a continuation
+
+
+def token_ids(values: Any) -> list[int]:
+    """Token ids from a response: non-negative ints below 2**63 (``ValueError`` otherwise,
+    which the caller maps to :class:`~rollout_kit.errors.EngineResponseError`)."""
+    ids = list(values)
+    if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= _TOKEN_ID_BOUND):
+        raise ValueError(f"token ids must be ints in [0, 2**63), got {ids[:8]!r}…")
+    return ids
 
 
 def logprob(value: Any) -> float:

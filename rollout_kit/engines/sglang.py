@@ -30,6 +30,7 @@ from .backend import (
     as_stop_reason,
     float_timings,
     logprob,
+    token_ids,
 )
 
 __all__ = ["SGLangBackend", "SGLangStreamParser"]
@@ -59,7 +60,7 @@ def _fill_meta(seg: Segment, obj: dict[str, Any], meta: dict[str, Any]) -> None:
         seg.cached_tokens = int(meta["cached_tokens"])
     ids = obj.get("prompt_token_ids")
     if isinstance(ids, list) and ids:
-        seg.prompt_ids = [int(t) for t in ids]
+        seg.prompt_ids = token_ids(ids)
     timing = float_timings(meta.get("sim_timing"))
     if isinstance(meta.get("e2e_latency"), int | float):
         timing.setdefault("e2e_latency", float(meta["e2e_latency"]))
@@ -96,10 +97,10 @@ class SGLangStreamParser(StreamParser):
         raw = meta.get("completion_tokens")
         completed = int(raw) if raw is not None else None
         lps = list(meta.get("output_token_logprobs") or [])
-        lp_ids = [int(e[1]) for e in lps]
+        lp_ids = token_ids(e[1] for e in lps)
         out = event.get("output_ids")
         if out is not None:
-            out_ids = [int(t) for t in out]
+            out_ids = token_ids(out)
             new_ids = self._new(out_ids, completed, out_ids)
         else:
             new_ids = self._new(lp_ids, completed, lp_ids)
@@ -160,7 +161,7 @@ class SGLangBackend(Backend):
         lps = meta.get("output_token_logprobs") or []
         ids = body.get("output_ids")
         seg = Segment(
-            tokens=[int(t) for t in ids] if ids is not None else [int(e[1]) for e in lps],
+            tokens=token_ids(ids) if ids is not None else token_ids(e[1] for e in lps),
             logprobs=[logprob(e[0]) for e in lps],
         )
         _fill_meta(seg, body, meta)

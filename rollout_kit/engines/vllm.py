@@ -22,6 +22,7 @@ from .backend import (
     as_stop_reason,
     float_timings,
     logprob,
+    token_ids,
 )
 
 __all__ = ["VLLMBackend", "VLLMStreamParser", "token_id_of"]
@@ -29,7 +30,7 @@ __all__ = ["VLLMBackend", "VLLMStreamParser", "token_id_of"]
 
 def token_id_of(token: str) -> int:
     """The id in a ``"token_id:N"`` string (any prefix before the last ``:``)."""
-    return int(token.rsplit(":", 1)[-1])
+    return token_ids([int(token.rsplit(":", 1)[-1])])[0]
 
 
 def _choice_tokens(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
@@ -37,7 +38,7 @@ def _choice_tokens(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
     logprobs = [logprob(x) for x in lp.get("token_logprobs") or []]
     ids = choice.get("token_ids")
     if ids is not None:
-        return [int(t) for t in ids], logprobs
+        return token_ids(ids), logprobs
     return [token_id_of(t) for t in lp.get("tokens") or []], logprobs
 
 
@@ -47,7 +48,7 @@ def _fill_common(seg: Segment, body: dict[str, Any], choice: dict[str, Any] | No
             seg.finish = as_stop_reason(str(choice["finish_reason"]))
         ids = choice.get("prompt_token_ids") or body.get("prompt_token_ids")
         if ids:
-            seg.prompt_ids = [int(t) for t in ids]
+            seg.prompt_ids = token_ids(ids)
     usage = body.get("usage")
     if isinstance(usage, dict):
         if usage.get("prompt_tokens") is not None:

@@ -217,3 +217,15 @@ def test_stop_reason_mapping() -> None:
     assert as_stop_reason("repetition") == "stop"
     with pytest.raises(ValueError):
         as_stop_reason("error")
+
+
+@pytest.mark.parametrize("bad", [2**64, 1.5e19, -1, True, "7"])
+def test_token_ids_outside_int64_or_not_ints_are_rejected(bad: object) -> None:
+    # found by the reliability fuzzer: such an id would later break the continuation request
+    sg = {"text": "", "output_ids": [1, bad],
+          "meta_info": {"finish_reason": {"type": "abort"}, "output_token_logprobs": []}}
+    with pytest.raises(ValueError, match="token ids"):
+        SGLangBackend().parse_response(sg)
+    vl = {"choices": [{"index": 0, "text": "", "finish_reason": "length", "token_ids": [bad]}]}
+    with pytest.raises(ValueError, match="token ids"):
+        VLLMBackend().parse_response(vl)
