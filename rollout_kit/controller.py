@@ -23,7 +23,7 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -35,8 +35,8 @@ from .errors import (
     UnknownTaskIdError,
 )
 from .executor import AcceptFnSpec, WorkflowExecutor, WorkflowSpec, batching
+from .executor.batching import BatchCalls
 from .executor.resolve import resolve_accept_fn, workflow_factory
-from .executor.twins import BlockingTwins
 from .executor.waiting import Waiters
 from .ids import TaskIdGenerator
 from .io import RolloutResult
@@ -55,7 +55,7 @@ __all__ = ["RolloutController"]
 T = TypeVar("T")
 
 
-class RolloutController(BlockingTwins):
+class RolloutController(BatchCalls):
     """Submit rollouts to in-process worker engines with one id source and one tracer.
 
     Args:
@@ -380,42 +380,6 @@ class RolloutController(BlockingTwins):
         if raise_on_failure and result.status == "failed":
             raise batching.workflow_error(result)
         return result
-
-    async def rollout_batch_async(
-        self,
-        data: Sequence[Any],
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        progress: bool = False,
-    ) -> list[RolloutResult]:
-        """One result per item of ``data`` in input order, rejected and failed included.
-
-        ``progress=True`` shows a ``tqdm.auto`` bar (a widget in Jupyter, text elsewhere).
-        """
-        self._bind()
-        return await batching.rollout_batch(self, data, workflow, workflow_kwargs,
-                                            should_accept_fn, timeout, progress)
-
-    async def prepare_batch_async(
-        self,
-        data: Iterable[Any],
-        workflow: WorkflowSpec,
-        batch_size: int,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        raise_on_failure: bool = True,
-        progress: bool = False,
-    ) -> list[RolloutResult]:
-        """Submit from ``data`` until ``batch_size`` results are accepted; return those."""
-        self._bind()
-        return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
-                                            should_accept_fn, timeout, raise_on_failure,
-                                            progress)
-
-
 
 
 

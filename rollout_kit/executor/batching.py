@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError, ControllerStateError, RolloutTimeoutError, WorkflowError
 from ..io import RolloutResult
+from .twins import BlockingTwins
 from .waiting import Waiters
 
-__all__ = ["BatchHost", "prepare_batch", "progress_bar", "rollout_batch", "workflow_error"]
+if TYPE_CHECKING:
+    from .resolve import AcceptFnSpec, WorkflowSpec
+
+__all__ = ["BatchCalls", "BatchHost", "prepare_batch", "progress_bar", "rollout_batch",
+           "workflow_error"]
 
 
 class BatchHost(Protocol):
@@ -201,3 +206,57 @@ async def _with_timeout(coro: Any, timeout: float, what: str) -> None:
             f"{what} timed out after {timeout} s; unfinished tasks keep running and every "
             "result of this call is available from wait()"
         ) from None
+
+
+class BatchCalls(BlockingTwins):
+    """Mixin: ``rollout_batch_async`` / ``prepare_batch_async`` for a :class:`BatchHost`
+    (the executor and the controller), plus their blocking twins."""
+
+    def _bind(self) -> Any:
+        raise NotImplementedError
+
+    async def rollout_batch_async(
+        self,
+        data: Sequence[Any],
+        workflow: WorkflowSpec,
+        workflow_kwargs: dict[str, Any] | None = None,
+        should_accept_fn: AcceptFnSpec | None = None,
+        timeout: float | None = None,
+        progress: bool = False,
+    ) -> list[RolloutResult]:
+        """Run one task per item; return one result per item in input order (rejected too).
+
+        On a timeout (``RolloutTimeoutError``) the tasks keep running and all their results
+        come back from ``wait()``.
+        """
+        self._bind()
+        host: BatchHost = self  # type: ignore[assignment]  # subclasses implement BatchHost
+        return await rollout_batch(host, data, workflow, workflow_kwargs, should_accept_fn,
+                                   timeout, progress)
+
+    async def prepare_batch_async(
+        self,
+        data: Iterable[Any],
+        workflow: WorkflowSpec,
+        batch_size: int,
+        workflow_kwargs: dict[str, Any] | None = None,
+        should_accept_fn: AcceptFnSpec | None = None,
+        timeout: float | None = None,
+        raise_on_failure: bool = True,
+        progress: bool = False,
+    ) -> list[RolloutResult]:
+        """Submit items from ``data`` until ``batch_size`` are accepted; return those.
+
+        Each call uses the arguments it is given (AReaL caches the first call's). Pass an
+        iterator to continue where the previous call stopped. Rejected results are dropped
+        (they remain in the traces).
+
+        Raises:
+            ConfigError: ``batch_size`` larger than ``queue_size``, or the data ran out.
+            WorkflowError: a task failed and ``raise_on_failure`` (default).
+            RolloutTimeoutError: time ran out; results go to ``wait()``.
+        """
+        self._bind()
+        host: BatchHost = self  # type: ignore[assignment]  # subclasses implement BatchHost
+        return await prepare_batch(host, data, workflow, batch_size, workflow_kwargs,
+                                   should_accept_fn, timeout, raise_on_failure, progress)

@@ -26,7 +26,7 @@ import inspect
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -40,9 +40,9 @@ from ..errors import (
 from ..ids import TaskIdGenerator
 from ..io import RolloutResult, Status
 from . import batching
+from .batching import BatchCalls
 from .resolve import AcceptFn, WorkflowFactory, resolve_accept_fn, workflow_factory
 from .staleness import capacity, stall_message
-from .twins import BlockingTwins
 from .waiting import Waiters
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ class _Task:
 DISPATCH_SLICE = 32
 
 
-class WorkflowExecutor(BlockingTwins):
+class WorkflowExecutor(BatchCalls):
     """Runs ``workflow.arun_episode(engine, data)`` per submitted task with capacity control.
 
     Args:
@@ -465,53 +465,6 @@ class WorkflowExecutor(BlockingTwins):
         if raise_on_failure and result.status == "failed":
             raise batching.workflow_error(result)
         return result
-
-    async def rollout_batch_async(
-        self,
-        data: Sequence[Any],
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        progress: bool = False,
-    ) -> list[RolloutResult]:
-        """Run one task per item; return one result per item in input order (rejected too).
-
-        On a timeout (``RolloutTimeoutError``) the tasks keep running and all their results
-        come back from ``wait()``.
-        """
-        self._bind()
-        return await batching.rollout_batch(self, data, workflow, workflow_kwargs,
-                                            should_accept_fn, timeout, progress)
-
-    async def prepare_batch_async(
-        self,
-        data: Iterable[Any],
-        workflow: WorkflowSpec,
-        batch_size: int,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        timeout: float | None = None,
-        raise_on_failure: bool = True,
-        progress: bool = False,
-    ) -> list[RolloutResult]:
-        """Submit items from ``data`` until ``batch_size`` are accepted; return those.
-
-        Each call uses the arguments it is given (AReaL caches the first call's). Pass an
-        iterator to continue where the previous call stopped. Rejected results are dropped
-        (they remain in the traces).
-
-        Raises:
-            ConfigError: ``batch_size`` larger than ``queue_size``, or the data ran out.
-            WorkflowError: a task failed and ``raise_on_failure`` (default).
-            RolloutTimeoutError: time ran out; results go to ``wait()``.
-        """
-        self._bind()
-        return await batching.prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
-                                            should_accept_fn, timeout, raise_on_failure,
-                                            progress)
-
-
 
 
 
