@@ -34,7 +34,7 @@ from .errors import (
     TaskIdMismatchError,
     UnknownTaskIdError,
 )
-from .executor import AcceptFnSpec, WorkflowExecutor, WorkflowSpec, batching
+from .executor import AcceptFnSpec, WorkflowExecutor, WorkflowSpec
 from .executor.batching import BatchCalls
 from .executor.resolve import resolve_accept_fn, workflow_factory
 from .executor.waiting import Waiters
@@ -335,6 +335,9 @@ class RolloutController(BatchCalls):
             self._ready[task_id] = None
             self.waiters.wake()
 
+    def _outstanding(self) -> int:
+        return len(self._where) - len(self._reserved)
+
     def stall_reason(self) -> str | None:
         """Why no worker can progress without outside action, or ``None``."""
         if any(ex.is_running_any() for ex in self.executors):
@@ -342,44 +345,6 @@ class RolloutController(BatchCalls):
         reasons = [f"{ex.worker}: {r}" for ex in self.executors
                    if (r := ex.stall_reason()) is not None]
         return "; ".join(reasons) or None
-
-    async def wait_async(self, count: int | None = None, timeout: float | None = None,
-                         raise_on_failure: bool = False) -> list[RolloutResult]:
-        """Wait for ``count`` results (``None`` = all outstanding) in completion order.
-
-        Same contract as :meth:`WorkflowExecutor.wait_async`: results carry their task
-        ids; a timeout raises ``RolloutTimeoutError`` and loses nothing.
-        """
-        self._bind()
-        n_out = len(self._where) - len(self._reserved)
-        if count is None:
-            count = n_out
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"count must be an int >= 0 or None, got {count!r}")
-        if count > n_out:
-            raise ConfigError(f"wait({count}) asks for more results than the {n_out} "
-                              "outstanding task(s); submit more first")
-        await self.waiters.until(lambda: len(self._ready) >= count, timeout=timeout,
-                                 what=f"wait({count})", stall_reason=self.stall_reason)
-        ids = list(self._ready)[:count]
-        if raise_on_failure:
-            for tid in ids:
-                res = self.peek(tid)
-                if res is not None and res.status == "failed":
-                    raise batching.workflow_error(self.take(tid))
-        return [self.take(tid) for tid in ids]
-
-    async def wait_for_async(self, task_id: int, timeout: float | None = None,
-                             raise_on_failure: bool = False) -> RolloutResult:
-        """Wait for one task's result and consume it (see the executor's contract)."""
-        self._bind()
-        ex = self._executor_of(task_id)
-        await self.waiters.until(lambda: ex.peek(task_id) is not None, timeout=timeout,
-                                 what=f"wait_for({task_id})", stall_reason=self.stall_reason)
-        result = self.take(task_id)
-        if raise_on_failure and result.status == "failed":
-            raise batching.workflow_error(result)
-        return result
 
 
 

@@ -209,11 +209,86 @@ async def _with_timeout(coro: Any, timeout: float, what: str) -> None:
 
 
 class BatchCalls(BlockingTwins):
-    """Mixin: ``rollout_batch_async`` / ``prepare_batch_async`` for a :class:`BatchHost`
-    (the executor and the controller), plus their blocking twins."""
+    """Mixin: the result-taking calls of a :class:`BatchHost` (the executor and the
+    controller) — ``wait_async``, ``wait_for_async``, ``rollout_batch_async``,
+    ``prepare_batch_async`` — plus their blocking twins, written once."""
+
+    _ready: dict[int, None]  # unreserved finished results, in completion order
+    waiters: Waiters
 
     def _bind(self) -> Any:
         raise NotImplementedError
+
+    def _outstanding(self) -> int:
+        """Submitted, unreserved tasks whose results were not consumed yet."""
+        raise NotImplementedError
+
+    def peek(self, task_id: int) -> RolloutResult | None:
+        raise NotImplementedError
+
+    def take(self, task_id: int) -> RolloutResult:
+        raise NotImplementedError
+
+    def stall_reason(self) -> str | None:
+        raise NotImplementedError
+
+    async def wait_async(self, count: int | None = None, timeout: float | None = None,
+                         raise_on_failure: bool = False) -> list[RolloutResult]:
+        """Wait for ``count`` results (``None`` = every outstanding task), completion order.
+
+        Each result carries its ``task_id``. Results of batch calls are not counted.
+
+        Args:
+            count: how many results; must not exceed the outstanding tasks.
+            timeout: seconds; ``None`` waits as long as progress is possible.
+            raise_on_failure: raise ``WorkflowError`` for the first failed result among
+                them (only that result is consumed; the others stay for the next wait).
+
+        Raises:
+            RolloutTimeoutError: time ran out; nothing is consumed.
+            ControllerStateError: ``timeout=None`` but nothing can progress (paused /
+                staleness stall).
+            ConfigError: ``count`` exceeds the outstanding tasks.
+            WorkflowError: see ``raise_on_failure``.
+        """
+        self._bind()
+        n_out = self._outstanding()
+        if count is None:
+            count = n_out
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"count must be an int >= 0 or None, got {count!r}")
+        if count > n_out:
+            raise ConfigError(f"wait({count}) asks for more results than the {n_out} "
+                              "outstanding task(s); submit more first")
+        await self.waiters.until(lambda: len(self._ready) >= count, timeout=timeout,
+                                 what=f"wait({count})", stall_reason=self.stall_reason)
+        ids = list(self._ready)[:count]
+        if raise_on_failure:
+            for tid in ids:
+                res = self.peek(tid)
+                if res is not None and res.status == "failed":
+                    raise workflow_error(self.take(tid))
+        return [self.take(tid) for tid in ids]
+
+    async def wait_for_async(self, task_id: int, timeout: float | None = None,
+                             raise_on_failure: bool = False) -> RolloutResult:
+        """Wait for one task's result and consume it.
+
+        Raises:
+            UnknownTaskIdError: never submitted here, or already consumed.
+            RolloutTimeoutError: time ran out (the task keeps running).
+            WorkflowError: the task failed and ``raise_on_failure``.
+        """
+        self._bind()
+        self.peek(task_id)  # unknown or consumed ids raise UnknownTaskIdError now
+        await self.waiters.until(lambda: self.peek(task_id) is not None, timeout=timeout,
+                                 what=f"wait_for({task_id})", stall_reason=self.stall_reason)
+        result = self.take(task_id)
+        if raise_on_failure and result.status == "failed":
+            raise workflow_error(result)
+        return result
+
+
 
     async def rollout_batch_async(
         self,

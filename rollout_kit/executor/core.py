@@ -39,7 +39,6 @@ from ..errors import (
 )
 from ..ids import TaskIdGenerator
 from ..io import RolloutResult, Status
-from . import batching
 from .batching import BatchCalls
 from .resolve import AcceptFn, WorkflowFactory, resolve_accept_fn, workflow_factory
 from .staleness import capacity, stall_message
@@ -108,6 +107,7 @@ class WorkflowExecutor(BatchCalls):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         self._tasks: dict[int, _Task] = {}  # submitted and not consumed
+        self._n_reserved = 0  # tasks in _tasks whose result belongs to a batch call
         self._pending: deque[_Task] = deque()
         self._running: dict[int, _Task] = {}
         self._ready: dict[int, None] = {}  # unreserved finished results, completion order
@@ -252,6 +252,8 @@ class WorkflowExecutor(BatchCalls):
         tid = task.task_id
         self.tracer.register_task(tid, worker=self.worker)
         self._tasks[tid] = task
+        if task.on_done is not None:
+            self._n_reserved += 1
         self._counts["submitted"] += 1
         if self._closed:
             self._finish(task, "cancelled", "closed")
@@ -369,6 +371,8 @@ class WorkflowExecutor(BatchCalls):
         if result is None:
             raise ControllerStateError(f"task {task_id} has not finished yet")
         del self._tasks[task_id]
+        if task.on_done is not None:
+            self._n_reserved -= 1
         self._ready.pop(task_id, None)
         if not task.consumed:
             task.consumed = True
@@ -382,6 +386,7 @@ class WorkflowExecutor(BatchCalls):
         if task is None or task.on_done is None:
             return
         task.on_done = None
+        self._n_reserved -= 1
         if task.result is not None:
             self._ready[task_id] = None
             self.waiters.wake()
@@ -408,63 +413,7 @@ class WorkflowExecutor(BatchCalls):
         return None
 
     def _outstanding(self) -> int:
-        return sum(1 for t in self._tasks.values() if t.on_done is None)
-
-    async def wait_async(self, count: int | None = None, timeout: float | None = None,
-                         raise_on_failure: bool = False) -> list[RolloutResult]:
-        """Wait for ``count`` results (``None`` = every outstanding task), completion order.
-
-        Each result carries its ``task_id``. Results of batch calls are not counted.
-
-        Args:
-            count: how many results; must not exceed the outstanding tasks.
-            timeout: seconds; ``None`` waits as long as progress is possible.
-            raise_on_failure: raise ``WorkflowError`` for the first failed result among
-                them (only that result is consumed; the others stay for the next wait).
-
-        Raises:
-            RolloutTimeoutError: time ran out; nothing is consumed.
-            ControllerStateError: ``timeout=None`` but nothing can progress (paused /
-                staleness stall).
-            ConfigError: ``count`` exceeds the outstanding tasks.
-            WorkflowError: see ``raise_on_failure``.
-        """
-        self._bind()
-        n_out = self._outstanding()
-        if count is None:
-            count = n_out
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"count must be an int >= 0 or None, got {count!r}")
-        if count > n_out:
-            raise ConfigError(f"wait({count}) asks for more results than the {n_out} "
-                              "outstanding task(s); submit more first")
-        await self.waiters.until(lambda: len(self._ready) >= count, timeout=timeout,
-                                 what=f"wait({count})", stall_reason=self.stall_reason)
-        ids = list(self._ready)[:count]
-        if raise_on_failure:
-            for tid in ids:
-                res = self._tasks[tid].result
-                if res is not None and res.status == "failed":
-                    raise batching.workflow_error(self.take(tid))
-        return [self.take(tid) for tid in ids]
-
-    async def wait_for_async(self, task_id: int, timeout: float | None = None,
-                             raise_on_failure: bool = False) -> RolloutResult:
-        """Wait for one task's result and consume it.
-
-        Raises:
-            UnknownTaskIdError: never submitted here, or already consumed.
-            RolloutTimeoutError: time ran out (the task keeps running).
-            WorkflowError: the task failed and ``raise_on_failure``.
-        """
-        self._bind()
-        task = self._get(task_id)
-        await self.waiters.until(lambda: task.result is not None, timeout=timeout,
-                                 what=f"wait_for({task_id})", stall_reason=self.stall_reason)
-        result = self.take(task_id)
-        if raise_on_failure and result.status == "failed":
-            raise batching.workflow_error(result)
-        return result
+        return len(self._tasks) - self._n_reserved
 
 
 
