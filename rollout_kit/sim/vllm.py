@@ -338,6 +338,18 @@ def _prompts(ctx: ServerContext, body: dict[str, Any]) -> tuple[list[list[int]],
                       "Input should be a valid string, list of ints or list of strings")
 
 
+def _overloaded() -> _ApiError:
+    return _ApiError("The server is overloaded: the waiting queue is full.", 429)
+
+
+def _final_text(seq: SimSequence) -> str:
+    """The text a finished (or aborted) sequence produced."""
+    plan = seq.plan
+    assert plan is not None
+    k = seq.n_done
+    return plan.text if (k == len(plan) and seq.aborted is None) else plan.text_at(k)
+
+
 def _finish(seq: SimSequence) -> tuple[str, int | str | None]:
     if seq.aborted is not None:
         return "abort", None
@@ -392,8 +404,7 @@ async def _gate_and_fault(ctx: ServerContext,
         if fault.kind == "slow_first_byte":
             await asyncio.sleep(ctx.faults.slow_first_byte_s)
     if engine.capacity_left() < n_seqs:
-        return _error(ctx, _ApiError("The server is overloaded: the waiting queue is full.",
-                                     429), {"Retry-After": "1"}), None
+        return _error(ctx, _overloaded(), {"Retry-After": "1"}), None
     return None, fault
 
 
@@ -506,15 +517,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if c.stream:
         return await _stream_completions(request, ctx, c, rid, prompts, seqs, lp, fault)
     if not await drive_all(ctx.engine, seqs, None):
-        return _error(ctx, _ApiError("The server is overloaded: the waiting queue is full.",
-                                     429))
+        return _error(ctx, _overloaded())
     choices = []
     for s in seqs:
         plan = s.plan
         assert plan is not None
         reason, stop_reason = _finish(s)
         k = s.n_done
-        text = plan.text if (k == len(plan) and s.aborted is None) else plan.text_at(k)
+        text = _final_text(s)
         if echo:
             text = ctx.tokenizer.decode(s.prompt_ids) + text
         logprobs = None
@@ -614,8 +624,7 @@ async def _stream_completions(request: web.Request, ctx: ServerContext, c: _Comm
             return sse.response
         return await sse.finish(done=False)
     if not ok:
-        await sse.send(_error_event(ctx, _ApiError(
-            "The server is overloaded: the waiting queue is full.", 429)))
+        await sse.send(_error_event(ctx, _overloaded()))
         return await sse.finish()
     for seq in seqs:
         plan = seq.plan
@@ -711,15 +720,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         return await _stream_chat(request, ctx, c, rid, prompt, seqs,
                                   top if want_lp else None)
     if not await drive_all(ctx.engine, seqs, None):
-        return _error(ctx, _ApiError("The server is overloaded: the waiting queue is full.",
-                                     429))
+        return _error(ctx, _overloaded())
     choices = []
     for s in seqs:
         plan = s.plan
         assert plan is not None
         reason, stop_reason = _finish(s)
         k = s.n_done
-        text = plan.text if (k == len(plan) and s.aborted is None) else plan.text_at(k)
+        text = _final_text(s)
         choices.append({
             "index": s.index,
             "message": {"role": "assistant", "content": text, "refusal": None,
