@@ -51,7 +51,7 @@ from .errors import (
 from .executor import WorkflowExecutor
 from .ids import TaskIdGenerator
 from .io import ModelRequest, ModelResponse, RolloutResult
-from .scheduler import LocalScheduler
+from .workers import LocalScheduler
 from .tracing import (
     Tracer,
     Traces,

@@ -331,7 +331,7 @@ class RayWorkerEngine(InferenceEngine):
         rtt, off = best
         self.scheduler.offsets[self.name] = 0.0 if abs(off) <= rtt / 2 else off
 
-    async def initialize(self) -> None:
+    async def initialize_async(self) -> None:
         """Start the actor's engine (health checks run in the worker)."""
         try:
             await self.ensure_started()
@@ -348,7 +348,7 @@ class RayWorkerEngine(InferenceEngine):
         except Exception:
             pass
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         """Close the worker's engine and kill its actor. Idempotent."""
         if self.alive and self._started is not None:
             try:
@@ -377,26 +377,26 @@ class RayWorkerEngine(InferenceEngine):
         """The worker-side executor counters (``paused``, ``version``, ``pid``, …)."""
         return dict(await self.actor.stats.remote())
 
-    async def pause_generation(self) -> None:
+    async def pause_generation_async(self) -> None:
         """Server side pause through the worker's engine."""
         if self.alive:
             await self.actor.pause_generation.remote()
 
-    async def continue_generation(self) -> None:
+    async def continue_generation_async(self) -> None:
         """Undo :meth:`pause_generation` through the worker's engine."""
         if self.alive:
             await self.actor.continue_generation.remote()
 
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
         """One generation on the worker's engine."""
         resp: ModelResponse = await self.actor.agenerate.remote(req)
         return resp
 
-    async def health(self) -> dict[str, bool]:
+    async def health_async(self) -> dict[str, bool]:
         """The worker engine's server health."""
         return dict(await self.actor.health.remote())
 
-    async def server_metrics(self) -> pd.DataFrame:
+    async def server_metrics_async(self) -> pd.DataFrame:
         """The worker engine's server metrics."""
         df: pd.DataFrame = await self.actor.server_metrics.remote()
         return df

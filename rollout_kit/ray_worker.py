@@ -103,7 +103,7 @@ class RayWorker:
         from .tracing import Tracer
 
         engine = self._factory(self.index)
-        await engine.initialize()
+        await engine.initialize_async()
         tracer = Tracer(worker=self.name)
         ex = engine.configure_executor(config=self._config, tracer=tracer, worker=self.name)
         ex.add_listener(self._on_result)
@@ -222,42 +222,42 @@ class RayWorker:
         ex = await self._ready()
         return {**ex.stats(), "name": self.name, "pid": os.getpid()}
 
-    async def pause_generation(self) -> None:
+    async def pause_generation_async(self) -> None:
         """Server side pause on this worker's engine."""
         await self._ready()
         assert self._engine is not None
-        await self._engine.pause_generation()
+        await self._engine.pause_generation_async()
 
-    async def continue_generation(self) -> None:
+    async def continue_generation_async(self) -> None:
         """Undo :meth:`pause_generation`."""
         await self._ready()
         assert self._engine is not None
-        await self._engine.continue_generation()
+        await self._engine.continue_generation_async()
 
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
         """One generation on this worker's engine."""
         await self._ready()
         assert self._engine is not None
-        return await self._engine.agenerate(req)
+        return await self._engine.generate_async(req)
 
-    async def health(self) -> dict[str, bool]:
+    async def health_async(self) -> dict[str, bool]:
         """The engine's server health."""
         await self._ready()
         assert self._engine is not None
-        return await self._engine.health()
+        return await self._engine.health_async()
 
-    async def server_metrics(self) -> pd.DataFrame:
+    async def server_metrics_async(self) -> pd.DataFrame:
         """The engine's server metrics."""
         await self._ready()
         assert self._engine is not None
-        return await self._engine.server_metrics()
+        return await self._engine.server_metrics_async()
 
     async def close(self) -> None:
         """Cancel unfinished tasks and close the engine."""
         if self._executor is not None:
-            await self._executor.aclose()
+            await self._executor.close_async()
         if self._engine is not None:
-            await self._engine.aclose()
+            await self._engine.close_async()
 
 
 def worker_config(config: ExecutorConfig | None) -> ExecutorConfig:

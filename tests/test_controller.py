@@ -17,7 +17,7 @@ from rollout_kit.errors import (
     RolloutTimeoutError,
     TaskIdMismatchError,
 )
-from rollout_kit.scheduler import LocalScheduler
+from rollout_kit.workers import LocalScheduler
 from tests._local_engine import LocalEngine
 from tests.test_executor import EchoWorkflow
 
@@ -62,7 +62,7 @@ async def test_ids_across_workers_and_trace_index() -> None:
         assert df.loc[r.task_id, "status"] == r.status
         assert df.loc[r.task_id, "worker"] == r.worker
     assert ctl.stats()["accepted"] == 10
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_explicit_ids_pass_through_every_layer() -> None:
@@ -77,14 +77,14 @@ async def test_explicit_ids_pass_through_every_layer() -> None:
     assert r.task_id == 41 and r.trajectory["data"] == {"x": 1}
     await ctl.wait_async(1)
     assert sorted(ctl.traces().index) == [0, 41]
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_echo_check() -> None:
     ctl = RolloutController(LyingEngine("liar"))
     with pytest.raises(TaskIdMismatchError, match="echoed task_id 1000"):
         ctl.submit(1, EchoWorkflow())
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_concurrent_submitters_threads_and_tasks() -> None:
@@ -112,7 +112,7 @@ async def test_concurrent_submitters_threads_and_tasks() -> None:
     res = await ctl.wait_async(120)
     assert sorted(r.task_id for r in res) == ids
     assert sorted(ctl.traces().index) == ids
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_batches_and_filters() -> None:
@@ -126,7 +126,7 @@ async def test_batches_and_filters() -> None:
     assert len(batch) == 3 and all(r.ok for r in batch)
     df = ctl.traces()
     assert df["status"].value_counts().to_dict().get("accepted", 0) >= 6
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_staleness_pause_and_version() -> None:
@@ -150,7 +150,7 @@ async def test_staleness_pause_and_version() -> None:
     assert third.task_id == ids[2]
     await ctl.pause_generation_async()
     await ctl.continue_generation_async()
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_sync_calls_inside_running_loop_and_close() -> None:

@@ -39,7 +39,7 @@ class EchoWorkflow:
                 raise ValueError(f"boom {data['boom']}")
             if data.get("reject"):
                 return None
-        resp = await engine.agenerate(ModelRequest(text=f"item {data}"))
+        resp = await engine.generate_async(ModelRequest(text=f"item {data}"))
         return {"data": data, "text": resp.text, "tag": self.tag}
 
 
@@ -71,7 +71,7 @@ async def test_ids_sequential_and_results_carry_ids() -> None:
     assert sorted(df.index) == ids
     assert set(df["status"]) == {"accepted"}
     assert df["consume_ts"].notna().all() and df["dispatch_ts"].notna().all()
-    await ex.aclose()
+    await ex.close_async()
 
 
 async def test_completion_order() -> None:
@@ -302,7 +302,7 @@ async def test_submit_after_close_and_no_orphans() -> None:
     gate = Gate()
     tid = ex.submit(0, gate)
     await asyncio.sleep(0.01)
-    await ex.aclose()
+    await ex.close_async()
     with pytest.raises(ControllerStateError, match="closed"):
         ex.submit(1, EchoWorkflow())
     [r] = await ex.wait_async()
@@ -314,7 +314,7 @@ async def test_submit_after_close_and_no_orphans() -> None:
 async def test_aclose_drain_finishes_tasks() -> None:
     ex = WorkflowExecutor(LocalEngine())
     ex.submit({"sleep": 0.02}, EchoWorkflow())
-    await ex.aclose(drain=True)
+    await ex.close_async(drain=True)
     [r] = await ex.wait_async()
     assert r.ok
 
@@ -383,4 +383,4 @@ async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
     assert turns >= 4  # one slice per turn, never all at once
     res = await ex.wait_async(len(ids))
     assert sorted(r.task_id for r in res) == ids and {r.status for r in res} == {"accepted"}
-    await ex.aclose()
+    await ex.close_async()

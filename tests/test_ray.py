@@ -80,7 +80,7 @@ class ProbeWorkflow:
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
-            resp = await engine.agenerate(ModelRequest(text=f"probe {data}"))
+            resp = await engine.generate_async(ModelRequest(text=f"probe {data}"))
             await asyncio.sleep(0.05)
         finally:
             self.active -= 1
@@ -92,7 +92,7 @@ class SleepWorkflow:
     """Generates once, then sleeps ``data`` seconds (keeps tasks in flight for kills)."""
 
     async def arun_episode(self, engine: Any, data: float) -> dict[str, Any]:
-        await engine.agenerate(ModelRequest(text="sleep"))
+        await engine.generate_async(ModelRequest(text="sleep"))
         await asyncio.sleep(data)
         return {"pid": os.getpid()}
 
@@ -169,7 +169,7 @@ async def test_ids_traces_state_and_fanout(ray_local: None, sim_url: str) -> Non
     assert [s["version"] for s in remote] == [3, 3] and ctl.get_version() == 3
     await ctl.pause_generation_async()
     await ctl.continue_generation_async()
-    await ctl.aclose()
+    await ctl.close_async()
     assert not sched.live_workers()
 
 
@@ -200,7 +200,7 @@ async def test_killed_workers_tasks_finish_elsewhere_with_same_ids(
     # new submissions go to the survivor only
     tid = ctl.submit(0.0, SleepWorkflow())
     assert (await ctl.wait_for_async(tid, timeout=30)).worker == "ray2"
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 def test_choice_policies_skip_dead_workers() -> None:

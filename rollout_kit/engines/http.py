@@ -19,7 +19,7 @@ Usage::
 
     client = HttpClient(EngineConfig())
     body = await client.request_json("127.0.0.1:30000", "GET", "/health", timeout=5)
-    await client.aclose()
+    await client.close_async()
 """
 
 from __future__ import annotations
@@ -307,7 +307,7 @@ class HttpClient:
         self._loop = loop
         return self._session
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         """Close the sessions; those of other, still-open loops are closed there."""
         current = asyncio.get_running_loop()
         sessions = list(self._stale)

@@ -8,7 +8,7 @@ abort → continue loop, server control and tracing live here once; the flavour 
 Usage::
 
     async with RemoteSGLangEngine(["127.0.0.1:30000", "127.0.0.1:30001"]) as engine:
-        resp = await engine.agenerate(ModelRequest(input_ids=[1, 2, 3]))
+        resp = await engine.generate_async(ModelRequest(input_ids=[1, 2, 3]))
 
 Partial rollouts: when a server aborts a generation (``pause_generation`` before a weight
 update, ``/abort_request``), the tokens it returned are kept, the engine waits while the
@@ -179,7 +179,7 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def initialize(self) -> None:
+    async def initialize_async(self) -> None:
         """Wait (up to ``Timeouts.setup``) for the servers' health endpoints.
 
         Servers still unhealthy at the deadline are taken out of rotation and probed back in
@@ -205,7 +205,7 @@ class RemoteInfEngine(InferenceEngine):
         self._probe_task = asyncio.get_running_loop().create_task(
             self._probe_loop(), name=f"rollout_kit health probe {self.name}")
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         """Stop the health probe and close the HTTP sessions; idempotent."""
         if self._state is _State.CLOSED:
             return
@@ -218,7 +218,7 @@ class RemoteInfEngine(InferenceEngine):
                     await task
             elif not task.get_loop().is_closed():
                 task.get_loop().call_soon_threadsafe(task.cancel)
-        await self._http.aclose()
+        await self._http.close_async()
 
     async def _ensure_open(self) -> None:
         if self._state is _State.OPENED:
@@ -228,7 +228,7 @@ class RemoteInfEngine(InferenceEngine):
             return
         if self._state is _State.CLOSED:
             raise ControllerStateError(f"engine {self.name} is closed; create a new one")
-        await self.initialize()
+        await self.initialize_async()
 
     async def _check_health(self, server: str, timeout: float) -> str | None:
         """``None`` when ``server`` answers its health endpoint, else the reason."""
@@ -320,7 +320,7 @@ class RemoteInfEngine(InferenceEngine):
         answers = await asyncio.gather(*(one(s) for s in self.servers))
         return dict(zip(self.servers, answers, strict=True))
 
-    async def pause_generation(self) -> None:
+    async def pause_generation_async(self) -> None:
         """Server side: abort in-flight generations on every server and hold new ones.
 
         Aborted ``agenerate`` calls keep their partial output and wait until
@@ -333,12 +333,12 @@ class RemoteInfEngine(InferenceEngine):
             self._generation_paused = False
             raise
 
-    async def continue_generation(self) -> None:
+    async def continue_generation_async(self) -> None:
         """Server side: resume generation on every server; waiting calls continue."""
         await self._control_all(self.backend.resume_request)
         self._generation_paused = False
 
-    async def update_weights_from_disk(self, path: str, version: int) -> None:
+    async def update_weights_from_disk_async(self, path: str, version: int) -> None:
         """Load weights from ``path`` on every server and set the engine's version.
 
         Raises:
@@ -376,7 +376,7 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- generation --------------------------------------------------------------------
 
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
         """Generate one completion, continuing across server-side aborts.
 
         Raises:
@@ -519,13 +519,13 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- observability -----------------------------------------------------------------
 
-    async def health(self) -> dict[str, bool]:
+    async def health_async(self) -> dict[str, bool]:
         """Ask every server's health endpoint now (does not change the rotation)."""
         timeout = self.config.timeouts.health
         results = await asyncio.gather(*(self._check_health(s, timeout) for s in self.servers))
         return {s: err is None for s, err in zip(self.servers, results, strict=True)}
 
-    async def server_metrics(self) -> pd.DataFrame:
+    async def server_metrics_async(self) -> pd.DataFrame:
         """Scrape every server's ``/metrics`` into columns server, metric, labels, value.
 
         Raises:

@@ -250,7 +250,7 @@ async def test_bad_data_fails_the_task_with_a_config_error(data: Any) -> None:
         tid = c.submit(data, WF)
         result = await c.wait_for_async(tid, timeout=10)
     finally:
-        await c.aclose()
+        await c.close_async()
     assert result.status == "failed" and result.reason == "workflow_exception"
     assert isinstance(result.error, ConfigError), result.error
     assert "data" in str(result.error)
