@@ -128,13 +128,72 @@ def test_timeline_skips_spans_of_tasks_not_listed() -> None:
 def test_timeline_from_tasks_only() -> None:
     ax = P.plot_timeline(hand_tasks())
     cols = _collections(ax)
-    assert list(cols) == ["queued", "running"]
+    assert list(cols) == ["queued", "running", "mark:failed", "mark:rejected"]
     run = _rects(cols["running"])
     assert sorted(run[:, :, 0].max(axis=1).tolist()) == [1.0, 2.0, 3.0, 4.0]
     ax2 = P.plot_timeline(hand_tasks(), color_by="status")
     assert {"accepted", "rejected", "failed"} <= set(_collections(ax2))
     with pytest.raises(ConfigError, match="spans"):
         P.plot_timeline(hand_tasks(), by="session")
+
+
+def _failing_tasks() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Task 0 accepted, 1 failed mid-generate, 2 failed before any span (an empty row),
+    3 rejected, 4 failed and never ended (nothing to mark)."""
+    spans = _spans([(0, 0, "generate", 1.0, 2.0), (1, 0, "generate", 1.5, 2.5),
+                    (3, 0, "generate", 2.0, 3.0), (3, 0, "reward", 3.0, 3.5)])
+    tasks = pd.DataFrame({
+        S.STATUS: pd.Categorical(["accepted", "failed", "failed", "rejected", "failed"],
+                                 categories=list(S.STATUSES)),
+        S.SUBMIT_TS: [0.5, 1.0, 1.2, 1.5, 1.6], S.DISPATCH_TS: [1.0, 1.5, np.nan, 2.0, np.nan],
+        S.END_TS: [2.0, 2.5, 1.4, 3.5, np.nan]}, index=pd.Index(range(5), name=S.TASK_ID))
+    return spans, tasks
+
+
+def test_timeline_layout_marks_non_accepted_tasks() -> None:
+    from rollout_kit.plotting.timeline import _layout
+
+    spans, tasks = _failing_tasks()
+    rows = _layout(spans, tasks.reset_index(), "task", "submit")
+    assert rows.task.tolist() == [0, 1, 2, 3, 4]
+    assert rows.status.tolist() == ["accepted", "failed", "failed", "rejected", "failed"]
+    assert rows.marked.tolist() == [False, True, True, True, False]
+    # extent: submit (queue wait included) -> last span end or end_ts
+    assert rows.lo[rows.marked].tolist() == [1.0, 1.2, 1.5]
+    assert rows.hi[rows.marked].tolist() == [2.5, 1.4, 3.5]
+    by_session = _layout(spans, tasks.reset_index(), "session", "submit")
+    assert by_session.marked.tolist() == [False, True, True]
+
+
+def test_timeline_outlines_failed_tasks_by_default() -> None:
+    spans, tasks = _failing_tasks()
+    ax = P.plot_timeline(spans, tasks=tasks, height=0.5)
+    cols = _collections(ax)
+    assert list(cols) == ["idle", "queued", "generate", "reward", "mark:failed",
+                          "mark:rejected"]
+    failed = cols["mark:failed"]
+    assert to_rgba(failed.get_edgecolor()[0]) == to_rgba(P.STATUS_COLORS["failed"])
+    assert failed.get_facecolor().size == 0 or failed.get_facecolor()[0][3] == 0  # outline
+    assert failed.get_linewidths()[0] > 0
+    assert failed.get_zorder() > cols["generate"].get_zorder()
+    rect = _rects(failed)
+    assert len(rect) == 2  # task 1 and the empty row of task 2; task 4 never ended
+    x0 = 0.5  # first submit
+    assert rect[:, :, 0].min(axis=1) == pytest.approx([1.0 - x0, 1.2 - x0], abs=0.02)
+    assert rect[:, :, 0].max(axis=1) == pytest.approx([2.5 - x0, 1.4 - x0], abs=0.02)
+    assert (rect[:, :, 1].max(axis=1) - rect[:, :, 1].min(axis=1) > 0.5).all()  # around bar
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-2:] == ["failed (2 tasks)", "rejected (1 task)"]
+    plain = P.plot_timeline(spans, tasks=tasks, mark_status=False)
+    assert not any(k.startswith("mark:") for k in _collections(plain))
+
+
+def test_timeline_fills_failed_rows_when_dense() -> None:
+    f = make_traces(300, statuses=("accepted", "failed", "cancelled"))
+    cols = _collections(P.plot_timeline(f.spans, tasks=f.tasks))
+    assert len(_rects(cols["mark:failed"])) == len(_rects(cols["mark:cancelled"])) == 100
+    face = cols["mark:cancelled"].get_facecolor()[0]
+    assert tuple(face) == to_rgba(P.STATUS_COLORS["cancelled"])  # filled: rows too thin
 
 
 def test_timeline_bad_input() -> None:
