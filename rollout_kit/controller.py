@@ -36,7 +36,7 @@ from .errors import (
 )
 from .executor import AcceptFnSpec, WorkflowExecutor, WorkflowSpec
 from .executor.batching import BatchCalls
-from .executor.resolve import resolve_accept_fn, workflow_factory
+from .executor.resolve import WorkflowFactory, resolve_accept_fn, workflow_factory
 from .executor.waiting import Waiters
 from .ids import TaskIdGenerator
 from .io import RolloutResult
@@ -203,17 +203,19 @@ class RolloutController(BatchCalls):
         return self.executors[0].queue_size
 
     def check_specs(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
-                    should_accept_fn: object) -> None:
+                    should_accept_fn: object) -> WorkflowFactory:
         """Validate a workflow / ``should_accept_fn`` spec (raises ``ConfigError``).
 
         A scheduler with its own ``check_specs`` (e.g. one that serializes workflows for
-        remote workers) checks too, before any task id is taken.
+        remote workers) checks too, before any task id is taken. Returns the workflow's
+        factory; its ``validate(data)`` checks data items.
         """
-        workflow_factory(workflow, workflow_kwargs)
+        factory = workflow_factory(workflow, workflow_kwargs)
         resolve_accept_fn(should_accept_fn)
         check = getattr(self.scheduler, "check_specs", None)
         if check is not None:
             check(workflow, workflow_kwargs, should_accept_fn)
+        return factory
 
     def submit(
         self,
@@ -237,12 +239,13 @@ class RolloutController(BatchCalls):
                 scheduler's choice.
 
         Raises:
-            ConfigError: bad workflow spec. DuplicateTaskIdError: explicit id reused.
+            ConfigError: bad workflow spec, or data the workflow's ``validate(data)``
+                refuses (no task id is taken then). DuplicateTaskIdError: explicit id reused.
             TaskIdMismatchError: the worker echoed another id.
             ControllerStateError: closed, or the worker's queue is full.
         """
         self._check_open("submit()")
-        self.check_specs(workflow, workflow_kwargs, should_accept_fn)
+        self.check_specs(workflow, workflow_kwargs, should_accept_fn).validate(data)
         engine = self._engine_named(worker) if worker is not None else None
         tid = self.ids.next() if task_id is None else self.ids.claim(task_id)
         return self._submit_to_worker(tid, data, workflow, workflow_kwargs, should_accept_fn,
@@ -285,7 +288,10 @@ class RolloutController(BatchCalls):
     async def submit_reserved(self, data: Any, workflow: Any,
                               workflow_kwargs: dict[str, Any] | None, should_accept_fn: Any,
                               on_done: Callable[[int], None]) -> int:
-        """Submit for a batch call: waits for queue room; the result goes to ``on_done``."""
+        """Submit for a batch call: waits for queue room; the result goes to ``on_done``.
+
+        The batch call has already run the workflow's ``validate`` on ``data``.
+        """
         self._check_open("submit()")
         engine = self.scheduler.choose(self.engines)
         await engine.workflow_executor.wait_room()

@@ -195,3 +195,22 @@ def test_progress_bar_for_blocking_batches(capsys: pytest.CaptureFixture[str]) -
     err = capsys.readouterr().err
     assert "rollout_batch: 100%" in err and "7/7" in err
     assert "prepare_batch (accepted): 100%" in err and "3/3" in err
+
+
+async def test_bad_data_raises_in_submit_and_batches_without_spending_ids() -> None:
+    from rollout_kit.workflows import SingleTurnWorkflow
+
+    ctl = RolloutController([LocalEngine("a"), LocalEngine("b")])
+    wf = SingleTurnWorkflow(lambda *a, **k: 1.0)
+    with pytest.raises(ConfigError, match="data must be a prompt str, or a mapping"):
+        ctl.submit(42, wf)
+    with pytest.raises(ConfigError, match=r"data\['prompt'\] is missing"):
+        ctl.submit({"question": "?"}, wf, worker="b")
+    with pytest.raises(ConfigError, match=r"data\[1\]: data must be"):
+        await ctl.rollout_batch_async(["ok", None, "ok"], wf)
+    with pytest.raises(ConfigError, match="of this call's data"):
+        await ctl.prepare_batch_async([3], wf, batch_size=1)
+    assert ctl.ids.peek == 0 and ctl.stats()["submitted"] == 0 and len(ctl.traces()) == 0
+    assert ctl.submit("bare string", wf) == 0
+    assert (await ctl.wait_for_async(0)).ok
+    await ctl.aclose()

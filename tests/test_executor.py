@@ -384,3 +384,44 @@ async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
     res = await ex.wait_async(len(ids))
     assert sorted(r.task_id for r in res) == ids and {r.status for r in res} == {"accepted"}
     await ex.aclose()
+
+
+class PickyWorkflow(EchoWorkflow):
+    """``validate`` refuses non-int data; ``ValueError`` for negatives (wrapped)."""
+
+    def validate(self, data: Any) -> None:
+        if not isinstance(data, int):
+            raise ConfigError(f"PickyWorkflow wants an int, got {type(data).__name__}")
+        if data < 0:
+            raise ValueError("negative")
+
+
+async def test_submit_runs_validate_before_taking_an_id() -> None:
+    ex = WorkflowExecutor(LocalEngine())
+    with pytest.raises(ConfigError, match="wants an int, got str"):
+        ex.submit("bare string", PickyWorkflow())
+    with pytest.raises(ConfigError, match=r"PickyWorkflow.validate\(data\) refused.*negative"):
+        ex.submit(-1, PickyWorkflow)  # a class: its first instance validates
+    with pytest.raises(ConfigError):
+        ex.submit("x", PickyWorkflow(), task_id=7)  # an explicit id is not claimed either
+    assert ex.ids.peek == 0 and not ex.ids.is_used(7) and ex.stats()["submitted"] == 0
+    assert ex.submit(3, PickyWorkflow()) == 0
+    assert ex.submit(4, PickyWorkflow(), task_id=7) == 7
+    assert [r.status for r in await ex.wait_async(2)] == ["accepted"] * 2
+    assert sorted(ex.tracer.tasks_df().index) == [0, 7]
+    await ex.aclose()
+
+
+async def test_batch_calls_validate_every_item_before_any_id() -> None:
+    ex = WorkflowExecutor(LocalEngine())
+    with pytest.raises(ConfigError, match=r"data\[2\]: PickyWorkflow wants an int"):
+        await ex.rollout_batch_async([1, 2, "three", 4], PickyWorkflow())
+    assert ex.ids.peek == 0 and ex.stats()["submitted"] == 0
+    with pytest.raises(ConfigError, match=r"item 1 of this call's data: .*wants an int"):
+        await ex.prepare_batch_async(iter([1, "two", 3]), PickyWorkflow(), batch_size=3)
+    assert ex.ids.peek == 1 and ex.stats()["submitted"] == 1  # only the item before it
+    [res] = await ex.wait_async(1)  # released to wait(), nothing lost
+    assert res.ok and res.task_id == 0
+    res2 = await ex.rollout_batch_async([5, 6], PickyWorkflow())
+    assert [r.task_id for r in res2] == [1, 2] and all(r.ok for r in res2)
+    await ex.aclose()

@@ -4,6 +4,11 @@ A host submits *reserved* tasks (their results are delivered to the batch call, 
 concurrent ``wait()``), takes results by id, and releases reservations when the call ends
 early (timeout, failure, data ran out) so the results then come back from ``wait()``:
 nothing is lost.
+
+Every data item is checked with the workflow's ``validate(data)`` before it is submitted:
+``rollout_batch`` checks all items before the first task is queued, ``prepare_batch`` each
+item before its task, so bad data raises ``ConfigError`` (naming the item's index) in the
+caller and takes no task id.
 """
 
 from __future__ import annotations
@@ -18,10 +23,10 @@ from .twins import BlockingTwins
 from .waiting import Waiters
 
 if TYPE_CHECKING:
-    from .resolve import AcceptFnSpec, WorkflowSpec
+    from .resolve import AcceptFnSpec, WorkflowFactory, WorkflowSpec
 
 __all__ = ["BatchCalls", "BatchHost", "prepare_batch", "progress_bar", "rollout_batch",
-           "workflow_error"]
+           "validate_item", "workflow_error"]
 
 
 class BatchHost(Protocol):
@@ -34,7 +39,7 @@ class BatchHost(Protocol):
     def waiters(self) -> Waiters: ...
 
     def check_specs(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
-                    should_accept_fn: object) -> None: ...
+                    should_accept_fn: object) -> WorkflowFactory: ...
 
     async def submit_reserved(self, data: Any, workflow: Any,
                               workflow_kwargs: dict[str, Any] | None, should_accept_fn: Any,
@@ -62,6 +67,14 @@ def workflow_error(result: RolloutResult) -> WorkflowError:
     return err
 
 
+def validate_item(factory: WorkflowFactory, item: Any, where: str) -> None:
+    """Run the workflow's ``validate`` on one batch item; the error starts with ``where``."""
+    try:
+        factory.validate(item)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     """A ``tqdm.auto`` bar (a notebook widget in Jupyter, text elsewhere), or ``None``."""
     if not enabled:
@@ -76,7 +89,9 @@ async def rollout_batch(host: BatchHost, data: Sequence[Any], workflow: object,
                         timeout: float | None, progress: bool = False) -> list[RolloutResult]:
     """One result per item of ``data``, in input order, rejected and failed included."""
     items = list(data)
-    host.check_specs(workflow, workflow_kwargs, should_accept_fn)
+    factory = host.check_specs(workflow, workflow_kwargs, should_accept_fn)
+    for i, item in enumerate(items):  # all of them before the first id is taken
+        validate_item(factory, item, f"data[{i}]")
     done: set[int] = set()
     ids: list[int] = []
     bar = progress_bar(len(items), "rollout_batch", progress)
@@ -128,7 +143,7 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
             f"prepare_batch(batch_size={batch_size}) is larger than the queue bound "
             f"queue_size={qs}; raise queue_size or use a smaller batch"
         )
-    host.check_specs(workflow, workflow_kwargs, should_accept_fn)
+    factory = host.check_specs(workflow, workflow_kwargs, should_accept_fn)
     it = iter(data)
     finished: deque[int] = deque()
     in_flight: set[int] = set()
@@ -162,6 +177,7 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
                 except StopIteration:
                     exhausted = True
                     break
+                validate_item(factory, item, f"item {n_items} of this call's data")
                 n_items += 1
                 in_flight.add(await host.submit_reserved(item, workflow, workflow_kwargs,
                                                          should_accept_fn, on_done))
@@ -303,6 +319,11 @@ class BatchCalls(BlockingTwins):
 
         On a timeout (``RolloutTimeoutError``) the tasks keep running and all their results
         come back from ``wait()``.
+
+        Raises:
+            ConfigError: a bad spec, or an item the workflow's ``validate`` refuses (the
+                message starts with ``data[i]``); nothing was submitted then.
+            RolloutTimeoutError: time ran out.
         """
         self._bind()
         host: BatchHost = self  # type: ignore[assignment]  # subclasses implement BatchHost
@@ -327,7 +348,9 @@ class BatchCalls(BlockingTwins):
         (they remain in the traces).
 
         Raises:
-            ConfigError: ``batch_size`` larger than ``queue_size``, or the data ran out.
+            ConfigError: ``batch_size`` larger than ``queue_size``, the data ran out, or
+                an item the workflow's ``validate`` refuses (it is not submitted; results
+                collected so far go to ``wait()``).
             WorkflowError: a task failed and ``raise_on_failure`` (default).
             RolloutTimeoutError: time ran out; results go to ``wait()``.
         """

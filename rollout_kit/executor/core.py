@@ -169,10 +169,14 @@ class WorkflowExecutor(BatchCalls):
         return self.config.queue_size
 
     def check_specs(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
-                    should_accept_fn: object) -> None:
-        """Validate a workflow / ``should_accept_fn`` spec now (raises ``ConfigError``)."""
-        workflow_factory(workflow, workflow_kwargs)
+                    should_accept_fn: object) -> WorkflowFactory:
+        """Validate a workflow / ``should_accept_fn`` spec now (raises ``ConfigError``).
+
+        Returns the workflow's factory; its ``validate(data)`` checks data items.
+        """
+        factory = workflow_factory(workflow, workflow_kwargs)
         resolve_accept_fn(should_accept_fn)
+        return factory
 
     def submit(
         self,
@@ -199,13 +203,15 @@ class WorkflowExecutor(BatchCalls):
                 ``None`` for the next id of this executor's generator.
 
         Raises:
-            ConfigError: bad workflow / should_accept_fn spec.
+            ConfigError: bad workflow / should_accept_fn spec, or data the workflow's
+                ``validate(data)`` refuses; no task id is taken then.
             DuplicateTaskIdError, InvalidTaskIdError: bad explicit id.
             ControllerStateError: closed, or the queue bound is reached.
         """
         self._check_open("submit()")
         factory = workflow_factory(workflow, workflow_kwargs)
         accept = resolve_accept_fn(should_accept_fn)
+        factory.validate(data)
         on_thread = self._on_owner_thread()
         loop = self._bind() if on_thread else self._loop
         assert loop is not None
@@ -227,7 +233,10 @@ class WorkflowExecutor(BatchCalls):
                               workflow_kwargs: dict[str, Any] | None, should_accept_fn: Any,
                               on_done: Callable[[int], None],
                               task_id: int | None = None) -> int:
-        """Submit a task whose result goes to ``on_done`` (batch calls); waits for room."""
+        """Submit a task whose result goes to ``on_done`` (batch calls); waits for room.
+
+        The batch call has already run the workflow's ``validate`` on ``data``.
+        """
         self._check_open("submit()")
         factory = workflow_factory(workflow, workflow_kwargs)
         accept = resolve_accept_fn(should_accept_fn)
