@@ -45,8 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="max concurrent rollouts per worker (32)")
     parser.add_argument("--time-scale", type=float, default=0.25,
                         help="simulator latency scale; 1.0 = realistic (0.25)")
-    parser.add_argument("--p-correct", type=float, default=0.7,
-                        help="probability the simulated model answers correctly (0.7)")
+    parser.add_argument("--p-correct", "--accuracy", dest="p_correct", type=float,
+                        default=0.7,
+                        help="probability the simulated model answers correctly, the "
+                             "simulator's accuracy (0.7; the simulators started here only)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--out", default="rollout-kit-out",
                         help="output folder (rollout-kit-out)")
@@ -72,7 +74,12 @@ def make_problems(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def make_answer_fn(p_correct: float, seed: int) -> Callable[[str], str]:
-    """The simulator's ``answer_fn``: right with probability ``p_correct``, else off by one."""
+    """An ``answer_fn``: right with probability ``p_correct``, else off by one.
+
+    The simulator's built-in answer model does this by default (``serve(accuracy=...)``,
+    ``rollout-kit sim --accuracy``), which is what the demo uses; this function is for
+    ``answer_fn`` users (notebooks, ``LocalEngine``) who want the old per-prompt call counter.
+    """
     calls: dict[str, int] = {}
 
     def answer(prompt: str) -> str:
@@ -107,9 +114,9 @@ async def _servers(args: argparse.Namespace) -> AsyncIterator[tuple[list[str], l
         return
     from .sim import serve
 
-    answer_fn = make_answer_fn(args.p_correct, args.seed)
-    async with serve("sglang", n=1, time_scale=args.time_scale, answer_fn=answer_fn) as sg, \
-            serve("vllm", n=1, time_scale=args.time_scale, answer_fn=answer_fn) as vl:
+    # the simulator's own answer model: what `rollout-kit sim --accuracy P` also serves
+    sim = {"time_scale": args.time_scale, "accuracy": args.p_correct, "seed": args.seed}
+    async with serve("sglang", n=1, **sim) as sg, serve("vllm", n=1, **sim) as vl:
         yield list(sg.addresses), list(vl.addresses)
 
 
