@@ -23,19 +23,17 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import analysis, plotting
-from ._paths import prepare_output_dir
-from .errors import ConfigError, RolloutKitError
+from ._paths import prepare_output_dir, remove_output_dir
+from .errors import ConfigError
 from .tracing import Traces, load_traces
 from .tracing.chrome import to_chrome_trace
 
 __all__ = [
     "CHROME_FILE",
     "PLOT_FILES",
-    "add_arguments",
     "add_export_arguments",
     "add_report_arguments",
     "export_frames",
-    "run",
     "run_export",
     "run_report",
     "write_report",
@@ -188,50 +186,33 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _fail(exc: RolloutKitError) -> int:
-    sys.stderr.write(f"rollout-kit: error: {exc}\n")
-    return 2
-
-
 def run_report(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit report``; returns the exit status (2 on bad input)."""
+    """Run ``rollout-kit report``; errors propagate to ``rollout_kit.cli.main`` (one line)."""
     progress = False if args.no_progress else None
+    if args.window is not None and not args.window > 0:
+        raise ConfigError(f"--window must be > 0, got {args.window}")
+    out = Path(args.out)
+    created = prepare_output_dir(out, args.force)  # fail before a long load
     try:
-        if args.window is not None and not args.window > 0:
-            raise ConfigError(f"--window must be > 0, got {args.window}")
-        out = Path(args.out)
-        prepare_output_dir(out, args.force)  # fail before a long load
         traces = _load(list(args.traces), progress)
         files = write_report(traces, out, force=True, window=args.window, progress=progress)
-    except RolloutKitError as exc:
-        return _fail(exc)
+    except BaseException:
+        remove_output_dir(created)  # a failed report leaves no folder behind
+        raise
     sys.stdout.write(f"wrote {len(files)} files to {out}\n")
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit export chrome TRACES... OUT.json``; returns the exit status."""
+    """Run ``rollout-kit export chrome TRACES... OUT.json``; errors propagate to the CLI."""
     progress = False if args.no_progress else None
-    try:
-        if len(args.paths) < 2:
-            raise ConfigError("export needs at least one trace file and an output file")
-        *sources, target = args.paths
-        out = Path(target)
-        if out.suffix.lower() == ".jsonl" or out.is_dir():
-            raise ConfigError(f"the last path ({out}) is the output file: a .json path")
-        traces = _load(sources, progress)
-        trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
-    except RolloutKitError as exc:
-        return _fail(exc)
+    if len(args.paths) < 2:
+        raise ConfigError("export needs at least one trace file and an output file")
+    *sources, target = args.paths
+    out = Path(target)
+    if out.suffix.lower() == ".jsonl" or out.is_dir():
+        raise ConfigError(f"the last path ({out}) is the output file: a .json path")
+    traces = _load(sources, progress)
+    trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
     sys.stdout.write(f"wrote {len(trace['traceEvents'])} events to {out}\n")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Same as :func:`add_report_arguments` (the generic hook of ``rollout_kit.cli``)."""
-    add_report_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Dispatch to :func:`run_report` or :func:`run_export` by ``args.command``."""
-    return run_export(args) if getattr(args, "command", None) == "export" else run_report(args)
