@@ -3,67 +3,146 @@
 The curated public API is listed in ``__all__`` (kept sorted; a test enforces it).
 ``rollout_kit.sim``, ``rollout_kit.plotting``, ``rollout_kit.analysis`` and
 ``rollout_kit.notebook`` are imported by path.
+
+The names are imported on first use (PEP 562): ``import rollout_kit.errors`` or
+``rollout-kit --help`` do not pay for pandas and aiohttp.
 """
 
 from __future__ import annotations
 
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from ._version import __version__
-from .config import (
-    EngineConfig,
-    ExecutorConfig,
-    GenerationConfig,
-    RetryPolicy,
-    Timeouts,
-)
-from .controller import RolloutController
-from .engines import (
-    InferenceEngine,
-    RemoteInfEngine,
-    RemoteSGLangEngine,
-    RemotevLLMEngine,
-)
-from .errors import (
-    ConfigError,
-    ControllerStateError,
-    DuplicateTaskIdError,
-    EngineBadRequestError,
-    EngineConnectionError,
-    EngineError,
-    EngineOverloadedError,
-    EngineResponseError,
-    EngineServerError,
-    EngineStatusError,
-    EngineTimeoutError,
-    InvalidTaskIdError,
-    NoHealthyServerError,
-    RolloutKitError,
-    RolloutTimeoutError,
-    SchedulerError,
-    SyncInLoopError,
-    TaskIdError,
-    TaskIdMismatchError,
-    TraceError,
-    TraceSchemaError,
-    TraceStateError,
-    UnknownTaskIdError,
-    WorkflowError,
-)
-from .executor import WorkflowExecutor
-from .ids import TaskIdGenerator
-from .io import ModelRequest, ModelResponse, RolloutResult
-from .workers import LocalScheduler
-from .tracing import (
-    Tracer,
-    Traces,
-    annotate,
-    atrace_phase,
-    increment,
-    load_traces,
-    register_phase,
-    trace_phase,
-    trace_session,
-)
-from .workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
+
+if _TYPE_CHECKING:
+    from .config import (
+        EngineConfig,
+        ExecutorConfig,
+        GenerationConfig,
+        RetryPolicy,
+        Timeouts,
+    )
+    from .controller import RolloutController
+    from .engines import (
+        InferenceEngine,
+        RemoteInfEngine,
+        RemoteSGLangEngine,
+        RemotevLLMEngine,
+    )
+    from .errors import (
+        ConfigError,
+        ControllerStateError,
+        DuplicateTaskIdError,
+        EngineBadRequestError,
+        EngineConnectionError,
+        EngineError,
+        EngineOverloadedError,
+        EngineResponseError,
+        EngineServerError,
+        EngineStatusError,
+        EngineTimeoutError,
+        InvalidTaskIdError,
+        NoHealthyServerError,
+        RolloutKitError,
+        RolloutTimeoutError,
+        SchedulerError,
+        SyncInLoopError,
+        TaskIdError,
+        TaskIdMismatchError,
+        TraceError,
+        TraceSchemaError,
+        TraceStateError,
+        UnknownTaskIdError,
+        WorkflowError,
+    )
+    from .executor import WorkflowExecutor
+    from .ids import TaskIdGenerator
+    from .io import ModelRequest, ModelResponse, RolloutResult
+    from .workers import LocalScheduler
+    from .tracing import (
+        Tracer,
+        Traces,
+        annotate,
+        atrace_phase,
+        increment,
+        load_traces,
+        register_phase,
+        trace_phase,
+        trace_session,
+    )
+    from .workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
+
+# public name -> the submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "annotate": ".tracing",
+    "atrace_phase": ".tracing",
+    "ConfigError": ".errors",
+    "ControllerStateError": ".errors",
+    "DuplicateTaskIdError": ".errors",
+    "EngineBadRequestError": ".errors",
+    "EngineConfig": ".config",
+    "EngineConnectionError": ".errors",
+    "EngineError": ".errors",
+    "EngineOverloadedError": ".errors",
+    "EngineResponseError": ".errors",
+    "EngineServerError": ".errors",
+    "EngineStatusError": ".errors",
+    "EngineTimeoutError": ".errors",
+    "ExecutorConfig": ".config",
+    "GenerationConfig": ".config",
+    "increment": ".tracing",
+    "InferenceEngine": ".engines",
+    "InvalidTaskIdError": ".errors",
+    "load_traces": ".tracing",
+    "LocalScheduler": ".workers",
+    "ModelRequest": ".io",
+    "ModelResponse": ".io",
+    "MultiTurnWorkflow": ".workflows",
+    "NoHealthyServerError": ".errors",
+    "register_phase": ".tracing",
+    "RemoteInfEngine": ".engines",
+    "RemoteSGLangEngine": ".engines",
+    "RemotevLLMEngine": ".engines",
+    "RetryPolicy": ".config",
+    "RolloutController": ".controller",
+    "RolloutKitError": ".errors",
+    "RolloutResult": ".io",
+    "RolloutTimeoutError": ".errors",
+    "RolloutWorkflow": ".workflows",
+    "SchedulerError": ".errors",
+    "SingleTurnWorkflow": ".workflows",
+    "SyncInLoopError": ".errors",
+    "TaskIdError": ".errors",
+    "TaskIdGenerator": ".ids",
+    "TaskIdMismatchError": ".errors",
+    "Timeouts": ".config",
+    "trace_phase": ".tracing",
+    "trace_session": ".tracing",
+    "TraceError": ".errors",
+    "Tracer": ".tracing",
+    "Traces": ".tracing",
+    "TraceSchemaError": ".errors",
+    "TraceStateError": ".errors",
+    "UnknownTaskIdError": ".errors",
+    "WorkflowError": ".errors",
+    "WorkflowExecutor": ".executor",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "__version__",

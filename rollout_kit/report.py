@@ -13,6 +13,7 @@ CSV (always) and Parquet (when pyarrow is installed).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import sys
 from collections.abc import Callable
@@ -22,19 +23,17 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import analysis, plotting
-from ._paths import prepare_output_dir
-from .errors import ConfigError, RolloutKitError
+from ._paths import prepare_output_dir, remove_output_dir
+from .errors import ConfigError
 from .tracing import Traces, load_traces
 from .tracing.chrome import to_chrome_trace
 
 __all__ = [
     "CHROME_FILE",
     "PLOT_FILES",
-    "add_arguments",
     "add_export_arguments",
     "add_report_arguments",
     "export_frames",
-    "run",
     "run_export",
     "run_report",
     "write_report",
@@ -81,15 +80,16 @@ def export_frames(traces: Traces, out: str | Path, *, parquet: bool | None = Non
 
 
 
-def write_report(traces: Traces, out: str | Path, *, force: bool = False, window: float = 1.0,
-                 progress: bool | None = None) -> list[Path]:
+def write_report(traces: Traces, out: str | Path, *, force: bool = False,
+                 window: float | None = None, progress: bool | None = None) -> list[Path]:
     """Write summary tables, frames, PNG plots and a Chrome trace into ``out``.
 
     Args:
         traces: the loaded traces.
         out: the report folder (created; must be empty unless ``force``).
         force: write into a non-empty folder, overwriting files of the same names.
-        window: throughput window in seconds.
+        window: throughput window in seconds; default: from the run's length
+            (:func:`rollout_kit.plotting.throughput_window`: length / 50, at least 5 ms).
         progress: show a progress bar (default: when stderr is a terminal).
 
     Returns:
@@ -101,7 +101,9 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False, window
     out = Path(out)
     prepare_output_dir(out, force)
     t, sp, se = traces.tasks, traces.spans, traces.sessions
-    summ = analysis.summary(t, sessions=se)
+    summ = _measured(analysis.summary(t, sessions=se))
+    if window is None:
+        window = plotting.throughput_window(t)
     written: list[Path] = []
 
     def summary_files() -> None:
@@ -137,6 +139,13 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False, window
     return written
 
 
+def _measured(summ: analysis.Summary) -> analysis.Summary:
+    """``summ`` without what the run did not measure: latency metrics with no values
+    (e.g. ``ttft_s`` when no server reported it) and throughput rows that are NaN."""
+    lat = summ.latency[summ.latency["count"] > 0]
+    return dataclasses.replace(summ, latency=lat, throughput=summ.throughput.dropna())
+
+
 def _chrome(traces: Traces, path: Path) -> Path:
     to_chrome_trace(traces.spans, path, tasks=traces.tasks)
     return path
@@ -163,8 +172,9 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="report folder to write")
     parser.add_argument("--force", action="store_true",
                         help="write into a non-empty --out folder")
-    parser.add_argument("--window", type=float, default=1.0,
-                        help="throughput window in seconds (default 1)")
+    parser.add_argument("--window", type=float, default=None,
+                        help="throughput window in seconds (default: the run's length / 50, "
+                             "at least 5 ms)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -176,50 +186,33 @@ def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def _fail(exc: RolloutKitError) -> int:
-    sys.stderr.write(f"rollout-kit: error: {exc}\n")
-    return 2
-
-
 def run_report(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit report``; returns the exit status (2 on bad input)."""
+    """Run ``rollout-kit report``; errors propagate to ``rollout_kit.cli.main`` (one line)."""
     progress = False if args.no_progress else None
+    if args.window is not None and not args.window > 0:
+        raise ConfigError(f"--window must be > 0, got {args.window}")
+    out = Path(args.out)
+    created = prepare_output_dir(out, args.force)  # fail before a long load
     try:
-        if not args.window > 0:
-            raise ConfigError(f"--window must be > 0, got {args.window}")
-        out = Path(args.out)
-        prepare_output_dir(out, args.force)  # fail before a long load
         traces = _load(list(args.traces), progress)
         files = write_report(traces, out, force=True, window=args.window, progress=progress)
-    except RolloutKitError as exc:
-        return _fail(exc)
+    except BaseException:
+        remove_output_dir(created)  # a failed report leaves no folder behind
+        raise
     sys.stdout.write(f"wrote {len(files)} files to {out}\n")
     return 0
 
 
 def run_export(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit export chrome TRACES... OUT.json``; returns the exit status."""
+    """Run ``rollout-kit export chrome TRACES... OUT.json``; errors propagate to the CLI."""
     progress = False if args.no_progress else None
-    try:
-        if len(args.paths) < 2:
-            raise ConfigError("export needs at least one trace file and an output file")
-        *sources, target = args.paths
-        out = Path(target)
-        if out.suffix.lower() == ".jsonl" or out.is_dir():
-            raise ConfigError(f"the last path ({out}) is the output file: a .json path")
-        traces = _load(sources, progress)
-        trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
-    except RolloutKitError as exc:
-        return _fail(exc)
+    if len(args.paths) < 2:
+        raise ConfigError("export needs at least one trace file and an output file")
+    *sources, target = args.paths
+    out = Path(target)
+    if out.suffix.lower() == ".jsonl" or out.is_dir():
+        raise ConfigError(f"the last path ({out}) is the output file: a .json path")
+    traces = _load(sources, progress)
+    trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
     sys.stdout.write(f"wrote {len(trace['traceEvents'])} events to {out}\n")
     return 0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Same as :func:`add_report_arguments` (the generic hook of ``rollout_kit.cli``)."""
-    add_report_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Dispatch to :func:`run_report` or :func:`run_export` by ``args.command``."""
-    return run_export(args) if getattr(args, "command", None) == "export" else run_report(args)

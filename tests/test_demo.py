@@ -25,7 +25,8 @@ def test_demo_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert rc == 0
     text = capsys.readouterr().out
     assert "24 tasks" in text and "accepted=24" in text and "p50=" in text
-    assert "workers:  " in text and "sglang=12" in text and "vllm=12" in text
+    assert "workers:  tasks per worker: " in text and "sglang=12" in text and "vllm=12" in text
+    assert "servers:  samples per server: " in text and "reasons:" not in text
     tasks = pd.read_csv(out / "tasks.csv", index_col="task_id")
     assert sorted(tasks.index) == list(range(24))
     loaded = load_traces(out / "traces.jsonl")
@@ -33,7 +34,8 @@ def test_demo_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert (out / "timeline.png").stat().st_size > 1000
     # refuses to overwrite without --force
     assert main(["demo", "--tasks", "2", "--out", str(out), "--no-progress"]) == 2
-    assert "--force" in capsys.readouterr().out
+    err = capsys.readouterr().err
+    assert err.startswith("rollout-kit: error: ") and "--force" in err and err.count("\n") == 1
 
 
 def test_demo_helpers() -> None:

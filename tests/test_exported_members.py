@@ -3,12 +3,20 @@ import rollout_kit
 
 def test_all_is_sorted_and_complete() -> None:
     public = sorted(
-        (name for name in vars(rollout_kit) if not name.startswith("_") or name == "__version__"),
+        (name for name in dir(rollout_kit) if not name.startswith("_") or name == "__version__"),
         key=str.casefold,
     )
     exported = [n for n in public if not _is_submodule(n)]
     assert rollout_kit.__all__ == sorted(rollout_kit.__all__, key=str.casefold)
     assert sorted(rollout_kit.__all__, key=str.casefold) == exported
+
+
+def test_every_lazy_export_resolves() -> None:
+    # the names are imported on first access (PEP 562); each must exist where the table says
+    lazy = rollout_kit._EXPORTS
+    assert sorted([*lazy, "__version__"], key=str.casefold) == rollout_kit.__all__
+    for name in lazy:
+        assert getattr(rollout_kit, name).__name__ == name
 
 
 def _is_submodule(name: str) -> bool:

@@ -128,13 +128,72 @@ def test_timeline_skips_spans_of_tasks_not_listed() -> None:
 def test_timeline_from_tasks_only() -> None:
     ax = P.plot_timeline(hand_tasks())
     cols = _collections(ax)
-    assert list(cols) == ["queued", "running"]
+    assert list(cols) == ["queued", "running", "mark:failed", "mark:rejected"]
     run = _rects(cols["running"])
     assert sorted(run[:, :, 0].max(axis=1).tolist()) == [1.0, 2.0, 3.0, 4.0]
     ax2 = P.plot_timeline(hand_tasks(), color_by="status")
     assert {"accepted", "rejected", "failed"} <= set(_collections(ax2))
     with pytest.raises(ConfigError, match="spans"):
         P.plot_timeline(hand_tasks(), by="session")
+
+
+def _failing_tasks() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Task 0 accepted, 1 failed mid-generate, 2 failed before any span (an empty row),
+    3 rejected, 4 failed and never ended (nothing to mark)."""
+    spans = _spans([(0, 0, "generate", 1.0, 2.0), (1, 0, "generate", 1.5, 2.5),
+                    (3, 0, "generate", 2.0, 3.0), (3, 0, "reward", 3.0, 3.5)])
+    tasks = pd.DataFrame({
+        S.STATUS: pd.Categorical(["accepted", "failed", "failed", "rejected", "failed"],
+                                 categories=list(S.STATUSES)),
+        S.SUBMIT_TS: [0.5, 1.0, 1.2, 1.5, 1.6], S.DISPATCH_TS: [1.0, 1.5, np.nan, 2.0, np.nan],
+        S.END_TS: [2.0, 2.5, 1.4, 3.5, np.nan]}, index=pd.Index(range(5), name=S.TASK_ID))
+    return spans, tasks
+
+
+def test_timeline_layout_marks_non_accepted_tasks() -> None:
+    from rollout_kit.plotting.timeline import _layout
+
+    spans, tasks = _failing_tasks()
+    rows = _layout(spans, tasks.reset_index(), "task", "submit")
+    assert rows.task.tolist() == [0, 1, 2, 3, 4]
+    assert rows.status.tolist() == ["accepted", "failed", "failed", "rejected", "failed"]
+    assert rows.marked.tolist() == [False, True, True, True, False]
+    # extent: submit (queue wait included) -> last span end or end_ts
+    assert rows.lo[rows.marked].tolist() == [1.0, 1.2, 1.5]
+    assert rows.hi[rows.marked].tolist() == [2.5, 1.4, 3.5]
+    by_session = _layout(spans, tasks.reset_index(), "session", "submit")
+    assert by_session.marked.tolist() == [False, True, True]
+
+
+def test_timeline_outlines_failed_tasks_by_default() -> None:
+    spans, tasks = _failing_tasks()
+    ax = P.plot_timeline(spans, tasks=tasks, height=0.5)
+    cols = _collections(ax)
+    assert list(cols) == ["idle", "queued", "generate", "reward", "mark:failed",
+                          "mark:rejected"]
+    failed = cols["mark:failed"]
+    assert to_rgba(failed.get_edgecolor()[0]) == to_rgba(P.STATUS_COLORS["failed"])
+    assert failed.get_facecolor().size == 0 or failed.get_facecolor()[0][3] == 0  # outline
+    assert failed.get_linewidths()[0] > 0
+    assert failed.get_zorder() > cols["generate"].get_zorder()
+    rect = _rects(failed)
+    assert len(rect) == 2  # task 1 and the empty row of task 2; task 4 never ended
+    x0 = 0.5  # first submit
+    assert rect[:, :, 0].min(axis=1) == pytest.approx([1.0 - x0, 1.2 - x0], abs=0.02)
+    assert rect[:, :, 0].max(axis=1) == pytest.approx([2.5 - x0, 1.4 - x0], abs=0.02)
+    assert (rect[:, :, 1].max(axis=1) - rect[:, :, 1].min(axis=1) > 0.5).all()  # around bar
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[-2:] == ["failed (2 tasks)", "rejected (1 task)"]
+    plain = P.plot_timeline(spans, tasks=tasks, mark_status=False)
+    assert not any(k.startswith("mark:") for k in _collections(plain))
+
+
+def test_timeline_fills_failed_rows_when_dense() -> None:
+    f = make_traces(300, statuses=("accepted", "failed", "cancelled"))
+    cols = _collections(P.plot_timeline(f.spans, tasks=f.tasks))
+    assert len(_rects(cols["mark:failed"])) == len(_rects(cols["mark:cancelled"])) == 100
+    face = cols["mark:cancelled"].get_facecolor()[0]
+    assert tuple(face) == to_rgba(P.STATUS_COLORS["cancelled"])  # filled: rows too thin
 
 
 def test_timeline_bad_input() -> None:
@@ -230,9 +289,10 @@ def test_only_failures_and_nothing_finished() -> None:
 def test_throughput_and_concurrency_lines() -> None:
     ax = P.plot_throughput(hand_tasks(), window=1.0)
     line = next(ln for ln in ax.lines if ln.get_gid() == "tasks_per_s")
-    assert list(line.get_ydata()) == [0.0, 1.0, 1.0, 1.0, 1.0]
-    tok = P.plot_throughput(hand_tasks(), tokens=True)
-    assert list(tok.lines[0].get_ydata()) == [0, 10, 30, 20, 40]
+    assert list(line.get_ydata()) == [0.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # last window held
+    assert list(line.get_xdata()) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    tok = P.plot_throughput(hand_tasks(), window=1.0, tokens=True)
+    assert list(tok.lines[0].get_ydata()) == [0, 10, 30, 20, 40, 40]
     ax2 = P.plot_concurrency(hand_tasks())
     lines = {ln.get_gid(): ln for ln in ax2.lines}
     assert list(lines["concurrency:running"].get_ydata()) == [1, 2, 1, 2, 1, 0]
@@ -241,6 +301,70 @@ def test_throughput_and_concurrency_lines() -> None:
     ax3 = P.plot_concurrency(f.spans, by_phase=True)
     gids = {ln.get_gid() for ln in ax3.lines}
     assert gids == {"concurrency:generate", "concurrency:reward"}
+
+
+def test_throughput_window_follows_the_run_length() -> None:
+    def run(length: float) -> pd.DataFrame:
+        return pd.DataFrame({S.SUBMIT_TS: [10.0, 10.1], S.END_TS: [10.0 + length / 2,
+                                                                    10.0 + length]})
+    assert P.throughput_window(run(0.56)) == pytest.approx(0.01)  # 0.56 / 50 -> 0.0112
+    assert P.throughput_window(run(100.0)) == pytest.approx(2.0)
+    assert P.throughput_window(run(3600.0)) == pytest.approx(50.0)
+    assert P.throughput_window(run(0.137)) == pytest.approx(0.005)  # floor: 5 ms
+    assert P.throughput_window(run(0.0)) == pytest.approx(0.005)
+    never = pd.DataFrame({S.SUBMIT_TS: [1.0], S.END_TS: [np.nan]})
+    assert P.throughput_window(never) == pytest.approx(0.005)
+
+
+def test_throughput_of_a_short_run_is_visible() -> None:
+    """A 0.56 s run: windows from its length, x from 0 to the last window's end."""
+    n = 20
+    tasks = pd.DataFrame({S.STATUS: ["accepted"] * n, S.SUBMIT_TS: np.zeros(n),
+                          S.END_TS: np.linspace(0.3, 0.56, n)})
+    ax = P.plot_throughput(tasks)
+    assert "10 ms windows" in ax.get_xlabel()
+    lo, hi = ax.get_xlim()
+    assert lo == 0.0 and 0.56 <= hi <= 0.6
+    line = next(ln for ln in ax.lines if ln.get_gid() == "tasks_per_s")
+    y = np.asarray(line.get_ydata())
+    assert y.sum() * 0.01 == pytest.approx(n + y[-1] * 0.01)  # every task counted once
+    one = P.plot_throughput(tasks, window=1.0)  # shorter than one window: still one bar
+    line = next(ln for ln in one.lines if ln.get_gid() == "tasks_per_s")
+    assert list(line.get_xdata()) == [0.0, 1.0] and list(line.get_ydata()) == [20.0, 20.0]
+    assert one.get_xlim() == (0.0, 1.0)
+    colors = {ln.get_gid(): to_rgba(ln.get_color()) for ln in one.lines}
+    assert colors["tasks_per_s"] != colors["accepted_per_s"]
+
+
+def _distance(a: Any, b: Any) -> float:
+    return float(np.linalg.norm(np.subtract(to_rgba(a)[:3], to_rgba(b)[:3])))
+
+
+def test_concurrency_running_and_queued_are_told_apart() -> None:
+    lines = {ln.get_gid(): ln for ln in P.plot_concurrency(hand_tasks()).lines}
+    run, queued = lines["concurrency:running"], lines["concurrency:queued"]
+    assert _distance(run.get_color(), queued.get_color()) > 0.5
+    assert run.get_linestyle() != queued.get_linestyle()
+
+
+def _labels_inside(ax: Axes) -> bool:
+    fig = ax.figure
+    fig.canvas.draw()  # type: ignore[union-attr]
+    frame = ax.get_window_extent()
+    return all(frame.x0 <= t.get_window_extent().x0 and t.get_window_extent().x1 <= frame.x1
+               for t in ax.texts)
+
+
+def test_server_load_labels_stay_inside_the_frame() -> None:
+    f = make_traces(40, sessions=1)
+    fig = plt.figure(figsize=(10.0, 5.0), layout="constrained")  # the report's size
+    ax = P.plot_server_load(f.sessions, ax=fig.add_subplot())
+    assert len(ax.texts) == 2
+    widest = max(p.get_width() for p in ax.patches)
+    assert ax.get_xlim()[1] >= 1.2 * widest
+    assert _labels_inside(ax)
+    dash = P.dashboard(f.tasks, f.spans, f.sessions)  # a quarter of the dashboard
+    assert dash.axes[3].get_title() == "Server load" and _labels_inside(dash.axes[3])
 
 
 def test_server_load() -> None:

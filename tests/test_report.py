@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from rollout_kit import plotting
 from rollout_kit.cli import main
 from rollout_kit.errors import ConfigError
 from rollout_kit.report import CHROME_FILE, PLOT_FILES, export_frames, write_report
 from rollout_kit.tracing import load_traces
+from rollout_kit.tracing import schema as S
 from tests._trace_factories import record_with_tracer
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -97,6 +102,42 @@ def test_write_report_api_and_export_frames(tmp_path: Path, trace_files: list[Pa
     frames = export_frames(traces, tmp_path, parquet=False)
     assert [p.name for p in frames] == ["tasks.csv", "sessions.csv", "spans.csv"]
     assert len(pd.read_csv(tmp_path / "spans.csv")) == len(traces.spans)
+
+
+def test_summary_leaves_out_what_was_not_measured(tmp_path: Path,
+                                                 trace_files: list[Path]) -> None:
+    traces = load_traces([str(p) for p in trace_files])
+    no_ttft = dataclasses.replace(traces, sessions=traces.sessions.assign(ttft_s=np.nan),
+                                  tasks=traces.tasks.drop(columns=[S.COMPLETION_TOKENS]))
+    write_report(no_ttft, tmp_path / "r", progress=False)
+    md = (tmp_path / "r" / "summary.md").read_text()
+    assert "ttft_s" not in md and "| nan |" not in md and "completion_tokens" not in md
+    assert "| total_s |" in md and "| tasks_per_s |" in md
+    summary = pd.read_csv(tmp_path / "r" / "summary.csv", index_col="metric")["value"]
+    assert not summary.isna().any()
+    assert not any(k.startswith("ttft_s") for k in summary.index)
+    write_report(traces, tmp_path / "r2", progress=False)  # measured: kept
+    assert "| ttft_s |" in (tmp_path / "r2" / "summary.md").read_text()
+
+
+def test_report_throughput_window_from_run_length(tmp_path: Path, trace_files: list[Path],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+    real = plotting.save_plot
+
+    def spy(fn: Any, path: Any, *args: Any, **kw: Any) -> None:
+        if "window" in kw:
+            seen[Path(path).name] = kw["window"]
+        real(fn, path, *args, **kw)
+
+    monkeypatch.setattr(plotting, "save_plot", spy)
+    traces = load_traces([str(p) for p in trace_files])  # a run of a few milliseconds
+    write_report(traces, tmp_path / "r", progress=False)
+    expected = plotting.throughput_window(traces.tasks)
+    assert seen == {"throughput.png": expected, "dashboard.png": expected}
+    assert expected < 1.0
+    write_report(traces, tmp_path / "r2", window=0.5, progress=False)  # the user's choice
+    assert seen["throughput.png"] == 0.5
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow installed")

@@ -85,8 +85,10 @@ async def test_bad_data_and_args() -> None:
     with pytest.raises(ConfigError, match="tokenizer"):
         MultiTurnWorkflow(reward_contains)
     ctl = RolloutController(LocalEngine("w"))
-    [res] = await ctl.rollout_batch_async([{"no_prompt": 1}], SingleTurnWorkflow(reward_contains))
-    assert res.status == "failed" and isinstance(res.error, ConfigError)
+    with pytest.raises(ConfigError, match=r"data\[0\]: data\['prompt'\] is missing"):
+        await ctl.rollout_batch_async([{"no_prompt": 1}], SingleTurnWorkflow(reward_contains))
+    with pytest.raises(ConfigError, match="non-empty str 'prompt'"):  # run without validate
+        await SingleTurnWorkflow(reward_contains).arun_episode(LocalEngine("x"), {"no": 1})
     await ctl.close_async()
 
 
@@ -129,4 +131,64 @@ async def test_custom_phase_workflow() -> None:
     assert all(r.ok for r in res)
     assert "verify_s" in ctl.traces().columns
     assert (ctl.spans()["phase"] == "verify").sum() == 2
+    await ctl.close_async()
+
+
+async def test_plain_string_data_is_the_prompt() -> None:
+    """The README's notebook flow with a list of strings: every task is accepted."""
+    eng = LocalEngine("w", answer_fn=lambda p: "4")
+    ctl = RolloutController(eng)
+    wf = SingleTurnWorkflow(reward_contains, GenerationConfig(n_samples=2))
+    more = ["What is 2+2?", "What is 1+3?"]
+    res = await ctl.rollout_batch_async(more, wf)
+    assert [r.status for r in res] == ["accepted"] * 2, [r.error for r in res]
+    assert [r.trajectory["prompt"] for r in res] == more
+    assert res[0].trajectory["completions"] == ["4", "4"]
+    tid = ctl.submit("What is 3+1?", wf)
+    assert (await ctl.wait_for_async(tid)).ok
+    mt = MultiTurnWorkflow(lambda *a, **k: 1.0, tokenizer=ByteTokenizer())
+    [r] = await ctl.rollout_batch_async(["What is 2+2?"], mt)
+    assert r.ok and r.trajectory["prompt"] == "What is 2+2?"
+    assert r.trajectory["prompt_len"] == len("What is 2+2?")
+    await ctl.close_async()
+
+
+@pytest.mark.parametrize("data", ["", 5, None, ["a"], {}, {"prompt": ""}, {"prompt": 3},
+                                  {"input_ids": "abc"}, {"input_ids": []}, b"bytes"], ids=repr)
+def test_validate_refuses_unusable_data_and_shows_the_shape(data: Any) -> None:
+    for wf in (SingleTurnWorkflow(reward_contains),
+               MultiTurnWorkflow(reward_contains, tokenizer=ByteTokenizer())):
+        with pytest.raises(ConfigError, match="input_ids"):
+            wf.validate(data)
+
+
+@pytest.mark.parametrize("data", ["hi", {"prompt": "hi"}, {"input_ids": [1, 2]},
+                                  {"input_ids": (1,)}, {"input_ids": [], "prompt": "hi"},
+                                  {"question": "hi", "input_ids": [3]}], ids=repr)
+def test_validate_accepts_usable_data(data: Any) -> None:
+    SingleTurnWorkflow(reward_contains).validate(data)
+    MultiTurnWorkflow(reward_contains, tokenizer=ByteTokenizer()).validate(data)
+
+
+def test_validate_uses_the_prompt_key() -> None:
+    wf = SingleTurnWorkflow(reward_contains, prompt_key="question")
+    wf.validate({"question": "q"})
+    with pytest.raises(ConfigError, match=r"data\['question'\] is missing"):
+        wf.validate({"prompt": "q"})
+
+
+def test_base_validate_is_a_no_op() -> None:
+    class Plain(RolloutWorkflow):
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            return data
+
+    assert Plain().validate(object()) is None
+
+
+async def test_empty_input_ids_with_a_prompt_uses_the_prompt() -> None:
+    ctl = RolloutController(LocalEngine("w", answer_fn=lambda p: "ok"))
+    mt = MultiTurnWorkflow(reward_contains, tokenizer=ByteTokenizer())
+    [r] = await ctl.rollout_batch_async([{"input_ids": [], "prompt": "hi"}], mt)
+    assert r.ok, r.error
+    assert r.trajectory["prompt_len"] == 2
     await ctl.close_async()

@@ -4,6 +4,11 @@ The controller submits *reserved* tasks (their results are delivered to the batc
 concurrent ``wait()``), takes results by id, and releases reservations when the call ends
 early (timeout, failure, data ran out) so the results then come back from ``wait()``:
 nothing is lost.
+
+Every data item is checked with the workflow's ``validate(data)`` before it is submitted:
+``rollout_batch`` checks all items before the first task is queued, ``prepare_batch`` each
+item before its task, so bad data raises ``ConfigError`` (naming the item's index) in the
+caller and takes no task id.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from .waiting import Waiters
 if TYPE_CHECKING:
     from ..executor import Recipe
 
-__all__ = ["BatchHost", "prepare_batch", "progress_bar", "rollout_batch", "workflow_error"]
+__all__ = ["BatchHost", "prepare_batch", "progress_bar", "rollout_batch", "validate_item",
+           "workflow_error"]
 
 
 class BatchHost(Protocol):
@@ -59,6 +65,14 @@ def workflow_error(result: RolloutResult) -> WorkflowError:
     return err
 
 
+def validate_item(recipe: Recipe, item: Any, where: str) -> None:
+    """Run the workflow's ``validate`` on one batch item; the error starts with ``where``."""
+    try:
+        recipe.factory.validate(item)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
     """A ``tqdm.auto`` bar (a notebook widget in Jupyter, text elsewhere), or ``None``."""
     if not enabled:
@@ -74,6 +88,8 @@ async def rollout_batch(host: BatchHost, data: Sequence[Any], workflow: object,
     """One result per item of ``data``, in input order, rejected and failed included."""
     items = list(data)
     recipe = host.prepare(workflow, workflow_kwargs, should_accept_fn)
+    for i, item in enumerate(items):  # all of them before the first id is taken
+        validate_item(recipe, item, f"data[{i}]")
     done: set[int] = set()
     ids: list[int] = []
     bar = progress_bar(len(items), "rollout_batch", progress)
@@ -158,6 +174,7 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
                 except StopIteration:
                     exhausted = True
                     break
+                validate_item(recipe, item, f"item {n_items} of this call's data")
                 n_items += 1
                 in_flight.add(await host.submit_reserved(item, recipe, on_done))
                 need -= 1

@@ -215,14 +215,16 @@ class RolloutController:
                 scheduler's choice.
 
         Raises:
-            ConfigError: bad workflow spec or data the workflow rejects (no id is spent).
+            ConfigError: bad workflow spec, or data the workflow's ``validate(data)``
+                refuses (no task id is taken then).
             DuplicateTaskIdError, InvalidTaskIdError: bad explicit id.
             ControllerStateError: closed, or the worker's queue is full.
         """
         self._check_open("submit()")
         recipe = self.prepare(workflow, workflow_kwargs, should_accept_fn)
-        target = self._worker_named(worker) if worker is not None else \
-            self.scheduler.choose(self.workers)
+        named = self._worker_named(worker) if worker is not None else None
+        recipe.factory.validate(data)
+        target = named or self.scheduler.choose(self.workers)
         on_thread = self.binding.on_owner_thread()
         loop = self.binding.bind() if on_thread else self.binding.loop
         target.check_room()
@@ -245,7 +247,10 @@ class RolloutController:
 
     async def submit_reserved(self, data: Any, recipe: Recipe,
                               on_done: Callable[[int], None]) -> int:
-        """Submit for a batch call: waits for queue room; the result goes to ``on_done``."""
+        """Submit for a batch call: waits for queue room; the result goes to ``on_done``.
+
+        The batch call has already run the workflow's ``validate`` on ``data``.
+        """
         self._check_open("submit()")
         target = self.scheduler.choose(self.workers)
         self.binding.bind()
@@ -452,11 +457,13 @@ class RolloutController:
         worker = self.results.worker_of(task_id)
         if not self.results.is_unfinished(task_id):
             return False
-        return worker.cancel(task_id)
+        worker.cancel(task_id)
+        return True
 
     def cancel_all(self) -> int:
-        """Cancel every unfinished task of this controller; returns how many."""
-        return sum(1 for tid in self.results.unfinished() if self.cancel(tid))
+        """Cancel every unfinished task whose cancel was not requested yet; how many."""
+        book = self.results
+        return sum(1 for tid in book.unfinished() if book.worker_of(tid).cancel(tid))
 
     def set_version(self, version: int) -> None:
         """Set the weight version on every worker and re-check staleness capacity."""

@@ -103,7 +103,7 @@ class ResultBook:
 
     def ready(self, count: int) -> list[int]:
         """The first ``count`` unreserved finished results' ids, in completion order."""
-        ids = []
+        ids: list[int] = []
         for tid in self._ready:
             if len(ids) == count:
                 break

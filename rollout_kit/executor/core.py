@@ -12,9 +12,10 @@ Lifecycle marks recorded in the tracer: ``submit`` (``register_task``), ``dispat
 submitted task reaches exactly one terminal status (accepted, rejected, failed, cancelled),
 recorded with ``tracer.finalize`` before the sink sees the result.
 
-Failure reasons: a workflow that raises gets ``reason="workflow_exception"`` unless the
-error says where it came from (``RolloutKitError.reason``: ``"no_healthy_server"``,
-``"timeout"``, ``"server_error"``, …).
+Reasons: ``returned_none`` and ``should_accept_fn`` (rejected), ``cancelled`` / ``closed``
+(cancelled), and for a failure the ``failure_reason`` of the engine error that ended it
+(``no_healthy_server``, ``timeout``, ``server_error`` …, see :mod:`rollout_kit.errors`) or
+``workflow_exception`` for any other.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._loop import LoopBinding
 from ..config import ExecutorConfig
-from ..errors import ConfigError, ControllerStateError, failure_reason
+from ..errors import ConfigError, ControllerStateError, EngineError
 from ..io import RolloutResult, Status
 from .dispatch import Dispatcher, Job
 
@@ -37,9 +38,16 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ..tracing import Tracer
 
-__all__ = ["ResultSink", "WorkflowExecutor"]
+__all__ = ["ResultSink", "WorkflowExecutor", "error_text"]
 
 ResultSink = Callable[[RolloutResult], None]
+
+
+def error_text(error: BaseException) -> str:
+    """The ``error`` text of a failed task: ``Type: message``, after the short label of an
+    engine error (``no healthy server (127.0.0.1:1) — NoHealthyServerError: …``)."""
+    text = f"{type(error).__name__}: {error}"
+    return f"{error.brief} — {text}" if isinstance(error, EngineError) else text
 
 
 class WorkflowExecutor:
@@ -139,8 +147,11 @@ class WorkflowExecutor:
                         status, reason = "rejected", "should_accept_fn"
             except asyncio.CancelledError:
                 status, reason, traj = "cancelled", "cancelled", None
+            except EngineError as exc:  # the server's side: no_healthy_server, timeout, …
+                status, reason, error, traj = "failed", exc.failure_reason, exc, None
+                tb = traceback.format_exc()
             except Exception as exc:
-                status, reason, error, traj = "failed", failure_reason(exc), exc, None
+                status, reason, error, traj = "failed", "workflow_exception", exc, None
                 tb = traceback.format_exc()
             tracer.mark(tid, "end")
         self._finish(job, status, reason, error=error, tb=tb, trajectory=traj)
@@ -155,7 +166,7 @@ class WorkflowExecutor:
         tid = job.task_id
         self._queue.done(job, status == "accepted")
         self._counts[status] += 1
-        err_text = None if error is None else f"{type(error).__name__}: {error}"
+        err_text = None if error is None else error_text(error)
         self.tracer.finalize(tid, status, reason=reason, error=err_text)
         self._sink(RolloutResult(task_id=tid, status=status, reason=reason, error=error,
                                  traceback=tb, trajectory=trajectory, worker=self.worker))
@@ -194,16 +205,18 @@ class WorkflowExecutor:
             self._queue.dispatch(loop)
 
     def cancel(self, task_id: int) -> bool:
-        """Cancel a queued or running task; ``False`` when this executor does not run it.
+        """Cancel a queued or running task; whether this call requested it (``False`` when
+        the task is not here or its cancel was requested before).
 
         A queued task ends at once; a running one when it next awaits.
         """
         job = self._queue.running.get(task_id)
         if job is not None:
-            if not job.cancelling:
-                job.cancelling = True
-                if job.handle is not None:
-                    job.handle.cancel()
+            if job.cancelling:
+                return False
+            job.cancelling = True
+            if job.handle is not None:
+                job.handle.cancel()
             return True
         for job in self._queue.pending:
             if job.task_id == task_id:

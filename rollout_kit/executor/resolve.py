@@ -3,6 +3,8 @@
 A workflow spec is an instance (anything with an async ``arun_episode``), a class plus
 ``workflow_kwargs``, or an import path ``"pkg.mod:Name"`` / ``"pkg.mod.Name"`` naming either.
 Classes are instantiated once per submitted task (AReaL semantics), instances are shared.
+The :class:`WorkflowFactory` also carries the workflow's ``validate(data)`` hook (a no-op
+when the workflow has none), which ``submit`` calls before a task id is taken.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RolloutKitError
 from ..workflows.base import WorkflowLike, is_workflow
 
 __all__ = [
@@ -31,7 +33,44 @@ __all__ = [
 WorkflowSpec: TypeAlias = "WorkflowLike | type[Any] | str"
 AcceptFn: TypeAlias = "Callable[[Any], bool | Awaitable[bool]]"
 AcceptFnSpec: TypeAlias = "AcceptFn | str"
-WorkflowFactory: TypeAlias = "Callable[[], WorkflowLike]"
+
+
+def _accept_all(data: Any) -> None:  # noqa: ARG001 - the default validate hook
+    return None
+
+
+class WorkflowFactory:
+    """Gives the workflow instance for each task; ``validate(data)`` checks data at submit.
+
+    ``validate`` is the workflow's own hook (looked up once, on the instance or on the first
+    instance of a class), wrapped so anything it raises reaches the caller as ``ConfigError``.
+    """
+
+    __slots__ = ("_hook", "_make", "_name")
+
+    def __init__(self, make: Callable[[], WorkflowLike], probe: object) -> None:
+        self._make = make
+        hook = getattr(probe, "validate", None)
+        self._hook: Callable[[Any], object] = hook if callable(hook) else _accept_all
+        self._name = type(probe).__qualname__
+
+    def __call__(self) -> WorkflowLike:
+        return self._make()
+
+    def validate(self, data: Any) -> None:
+        """Run the workflow's ``validate(data)``; raise ``ConfigError`` if it refuses.
+
+        Raises:
+            ConfigError: what the hook raised (a ``ConfigError`` as is; any other exception
+                wrapped, naming the workflow, with the original as ``__cause__``).
+        """
+        try:
+            self._hook(data)
+        except RolloutKitError:
+            raise
+        except Exception as exc:
+            raise ConfigError(f"{self._name}.validate(data) refused the data: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -122,7 +161,7 @@ def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> Wo
             inst: WorkflowLike = target(**kwargs)
             return inst
 
-        return make
+        return WorkflowFactory(make, first)
     if not is_workflow(target):
         raise ConfigError(
             f"{type(target).__name__} object {_short(target)} is not a workflow: expected an "
@@ -132,7 +171,7 @@ def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> Wo
     if workflow_kwargs:
         raise ConfigError("workflow_kwargs only apply when workflow is a class or import path")
     instance: WorkflowLike = target  # type: ignore[assignment]
-    return lambda: instance
+    return WorkflowFactory(lambda: instance, instance)
 
 
 def resolve_accept_fn(spec: object) -> AcceptFn | None:

@@ -31,6 +31,7 @@ from .charts import (
     plot_server_load,
     plot_throughput,
     save_plot,
+    throughput_window,
 )
 from .timeline import plot_timeline, timeline_figure
 
@@ -47,5 +48,6 @@ __all__ = [
     "plot_throughput",
     "plot_timeline",
     "save_plot",
+    "throughput_window",
     "timeline_figure",
 ]

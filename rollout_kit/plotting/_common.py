@@ -15,15 +15,17 @@ from ..errors import ConfigError
 from ..tracing import schema as S
 from ..tracing.phases import PALETTE, phase_color, registered_phases
 
-__all__ = ["IDLE_COLOR", "QUEUED_COLOR", "RUNNING_COLOR", "STATUS_COLORS", "TOTAL_COLOR",
-           "color_of_phase"]
+__all__ = ["IDLE_COLOR", "MARKED_STATUSES", "QUEUED_COLOR", "QUEUED_LINE_COLOR", "RUNNING_COLOR",
+           "STATUS_COLORS", "TOTAL_COLOR", "color_of_phase"]
 
 QUEUED_COLOR = "#cbd5e1"
 IDLE_COLOR = "#e5e7eb"
 RUNNING_COLOR = "#64748b"
+QUEUED_LINE_COLOR = "#ea580c"  # queued tasks as a line (concurrency): far from RUNNING_COLOR
 TOTAL_COLOR = "#6b21a8"
 STATUS_COLORS = {"accepted": "#1f77b4", "rejected": "#d62728", "failed": "#9467bd",
                  "cancelled": "#ff7f0e", "pending": "#7f7f7f"}
+MARKED_STATUSES = ("failed", "rejected", "cancelled")  # outlined in the timeline by default
 _LABEL_ROWS = 50  # label rows one by one up to this many
 _HATCH_ROWS = 200  # hatch the queued segments up to this many rows
 _F64 = np.ndarray[Any, np.dtype[np.float64]]

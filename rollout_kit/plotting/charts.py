@@ -16,6 +16,7 @@ from .. import analysis
 from ..tracing import schema as S
 from ._common import (
     _F64,
+    QUEUED_LINE_COLOR,
     RUNNING_COLOR,
     STATUS_COLORS,
     TOTAL_COLOR,
@@ -27,7 +28,7 @@ from ._common import (
 from .timeline import plot_timeline
 
 __all__ = ["dashboard", "plot_concurrency", "plot_latency_hist", "plot_latency_scatter",
-           "plot_server_load", "plot_throughput", "save_plot"]
+           "plot_server_load", "plot_throughput", "save_plot", "throughput_window"]
 
 
 def _latency_columns(df: pd.DataFrame, phases: Sequence[str] | None,
@@ -151,13 +152,54 @@ def plot_latency_scatter(tasks: pd.DataFrame, *, percentiles: Sequence[float] = 
 
 # -- over time -------------------------------------------------------------------------
 
-def plot_throughput(tasks: pd.DataFrame, *, window: float = 1.0, tokens: bool = False,
+_NICE_STEPS = (1.0, 2.0, 5.0)
+FINISHED_COLOR = "#374151"
+
+
+def throughput_window(tasks: pd.DataFrame, *, windows: int = 50,
+                      min_window: float = 0.005) -> float:
+    """A throughput window for this run: its length / ``windows``, rounded down to 1, 2 or
+    5 × 10^k seconds, and at least ``min_window``.
+
+    The run's length is first submit → last end (``min_window`` when nothing finished), so
+    a 0.5 s run gets 10 ms windows and a one-hour run 50 s ones.
+
+    Args:
+        tasks: the tasks frame (``submit_ts``, ``end_ts``).
+        windows: about how many windows the run should span.
+        min_window: the smallest window, in seconds.
+
+    Returns:
+        The window width in seconds.
+    """
+    length = 0.0
+    if S.SUBMIT_TS in tasks.columns and S.END_TS in tasks.columns:
+        submit, end = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.END_TS])
+        if np.isfinite(submit).any() and np.isfinite(end).any():
+            length = float(np.nanmax(end) - np.nanmin(submit))
+    raw = length / max(windows, 1)
+    if not raw > min_window:
+        return min_window
+    exp = 10.0 ** np.floor(np.log10(raw))
+    nice = max(step * exp for step in _NICE_STEPS if step * exp <= raw * (1 + 1e-9))
+    return float(max(nice, min_window))
+
+
+def _seconds_label(window: float) -> str:
+    return f"{window * 1000:g} ms" if window < 1 else f"{window:g} s"
+
+
+def plot_throughput(tasks: pd.DataFrame, *, window: float | None = None, tokens: bool = False,
                     ax: Axes | None = None, **style: Any) -> Axes:
     """Finished (and accepted) tasks per second — or tokens per second — over time.
 
+    Each window is drawn as a flat step over its whole width (the last one included), so
+    a run shorter than one window still shows its bar.
+
     Args:
         tasks: the tasks frame.
-        window: window width in seconds (see :func:`rollout_kit.analysis.throughput`).
+        window: window width in seconds (see :func:`rollout_kit.analysis.throughput`);
+            default: from the run's length (:func:`throughput_window`).
         tokens: plot completion tokens per second instead of tasks.
         ax: the Axes (a new figure when omitted).
         **style: passed to ``Axes.step``.
@@ -165,23 +207,34 @@ def plot_throughput(tasks: pd.DataFrame, *, window: float = 1.0, tokens: bool = 
     Returns:
         The Axes.
     """
+    if window is None:
+        window = throughput_window(tasks)
     thr = analysis.throughput(tasks, window)
     ax = _axes(ax)
     title = "Throughput"
     if thr.empty or (tokens and thr["completion_tokens_per_s"].isna().all()):
         return _no_data(ax, title, "no finished tasks" if thr.empty else "no token counts")
-    x = thr.index.to_numpy(dtype=np.float64)
+    start = thr.index.to_numpy(dtype=np.float64)
+    x = np.append(start, start[-1] + window)  # right edge of the last window
+
+    def steps(col: pd.Series[Any]) -> _F64:
+        v = col.to_numpy(dtype=np.float64, na_value=np.nan)
+        return np.append(v, v[-1])
+
     if tokens:
-        ax.step(x, thr["completion_tokens_per_s"], where="post", label="completion tokens/s",
-                gid="tokens_per_s", **style)
+        ax.step(x, steps(thr["completion_tokens_per_s"]), where="post",
+                label="completion tokens/s", gid="tokens_per_s", **style)
         ax.set_ylabel("tokens / s")
     else:
-        ax.step(x, thr["tasks_per_s"], where="post", label="finished/s", gid="tasks_per_s",
-                **style)
-        ax.step(x, thr["accepted"] / window, where="post", label="accepted/s",
-                gid="accepted_per_s", color=STATUS_COLORS["accepted"], alpha=0.6)
+        # finished: dark grey; accepted: dashed status blue on top (often the same values)
+        ax.step(x, steps(thr["tasks_per_s"]), where="post", label="finished/s",
+                gid="tasks_per_s", **{"color": FINISHED_COLOR, **style})
+        ax.step(x, steps(thr["accepted"] / window), where="post", label="accepted/s",
+                gid="accepted_per_s", color=STATUS_COLORS["accepted"], linestyle="--")
         ax.set_ylabel("tasks / s")
-    ax.set_xlabel(f"seconds since first submit ({window:g}s windows)")
+    ax.set_xlim(min(float(x[0]), 0.0), float(x[-1]))
+    ax.set_ylim(bottom=0.0)
+    ax.set_xlabel(f"seconds since first submit ({_seconds_label(window)} windows)")
     ax.set_title(title)
     ax.legend(fontsize="small")
     return ax
@@ -215,12 +268,14 @@ def plot_concurrency(spans_or_tasks: pd.DataFrame, *, by_phase: bool = False,
     else:
         lines = [("running", RUNNING_COLOR, analysis.concurrency(df, kind="running"))]
         if S.DISPATCH_TS in df.columns:
-            lines.append(("queued", "#94a3b8", analysis.concurrency(df, kind="queued")))
+            lines.append(("queued", QUEUED_LINE_COLOR, analysis.concurrency(df, kind="queued")))
     lines = [(n, c, d) for n, c, d in lines if not d.empty]
     if not lines:
         return _no_data(ax, title)
     for name, color, data in lines:
         kw: dict[str, Any] = {"color": color} if color else {}
+        if name == "queued":
+            kw["linestyle"] = "--"
         ax.step(data["time"], data["in_flight"], where="post", label=name,
                 gid=f"concurrency:{name}", **kw, **style)
     ax.set_xlabel("seconds since first submit" if not analysis.is_spans(df)
@@ -271,10 +326,13 @@ def plot_server_load(sessions_or_spans: pd.DataFrame, *, ax: Axes | None = None,
     else:
         table = analysis.by_server(df)
         servers = [str(s) for s in table.index]
-        bars = ax.barh(servers, table["sessions"].to_numpy(), color="#60a5fa",
-                       gid="server:sessions", **style)
+        counts = table["sessions"].to_numpy()
+        bars = ax.barh(servers, counts, color="#60a5fa", gid="server:sessions", **style)
         ax.bar_label(bars, labels=[f"p50 {v:.3g}s" for v in table["p50"]], fontsize="small",
                      padding=3)
+        # room right of the longest bar for its label, which bar_label does not make
+        ax.set_xlim(0.0, float(counts.max()) * 1.3 if len(counts) and counts.max() > 0
+                    else 1.0)
         ax.set_xlabel("sessions")
     ax.invert_yaxis()
     ax.set_title(title)
@@ -310,7 +368,7 @@ def save_plot(plot: Callable[..., Axes | Figure], path: str | PathLike[str], *ar
 # -- dashboard -------------------------------------------------------------------------
 
 def dashboard(tasks: pd.DataFrame, spans: pd.DataFrame | None = None,
-              sessions: pd.DataFrame | None = None, *, window: float = 1.0,
+              sessions: pd.DataFrame | None = None, *, window: float | None = None,
               figsize: tuple[float, float] = (15.0, 9.0), pyplot: bool = True) -> Figure:
     """One figure with the timeline, latency histogram, latency scatter and a fourth view.
 
@@ -321,7 +379,7 @@ def dashboard(tasks: pd.DataFrame, spans: pd.DataFrame | None = None,
         tasks: the tasks frame.
         spans: the spans frame (timeline segments per phase); tasks-only when omitted.
         sessions: the sessions frame (server load).
-        window: throughput window in seconds.
+        window: throughput window in seconds (default: from the run's length).
         figsize: figure size in inches.
         pyplot: create the figure through pyplot (shown inline in notebooks); ``False``
             makes a standalone ``Figure`` (for scripts that only save it).

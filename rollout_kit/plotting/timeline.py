@@ -22,6 +22,7 @@ from ._common import (
     _HATCH_ROWS,
     _LABEL_ROWS,
     IDLE_COLOR,
+    MARKED_STATUSES,
     QUEUED_COLOR,
     RUNNING_COLOR,
     STATUS_COLORS,
@@ -38,11 +39,26 @@ __all__ = ["plot_timeline", "timeline_figure"]
 
 @dataclass
 class _Rows:
-    """Row layout of a timeline: key of each row and its y position."""
+    """Row layout of a timeline: key, y position, task status and extent of each row.
+
+    ``status`` and the extent ``lo``/``hi`` (first submit or span start → last end, in
+    trace seconds) are what the status marks are drawn from: rows whose task ended
+    ``failed`` / ``rejected`` / ``cancelled`` (see :attr:`marked`) get an outline (or, with
+    many rows, a fill) in the status colour over ``[lo, hi]``.
+    """
 
     task: np.ndarray[Any, np.dtype[np.int64]]  # task id per row
     key: pd.Index[Any]  # task id (by task) or (task, session) (by session)
     y: _F64  # y position per row
+    status: np.ndarray[Any, np.dtype[np.object_]]  # task status per row ("" when unknown)
+    lo: _F64  # row extent start (NaN when unknown)
+    hi: _F64  # row extent end (NaN when the task never ended)
+
+    @property
+    def marked(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
+        """Rows to mark: a non-accepted final status and a known extent."""
+        return (np.isin(self.status, MARKED_STATUSES) & np.isfinite(self.lo)
+                & np.isfinite(self.hi))
 
 
 def _row_keys(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, by: str) -> pd.Index[Any]:
@@ -76,9 +92,8 @@ def _layout(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, by: str,
     if spans is not None:
         rk = ([S.TASK_ID, S.SESSION_ID] if by == "session" else [S.TASK_ID])
         g = spans.groupby(rk, sort=False)
-        lo, hi = g[S.START].min(), g[S.END].max()
-        extent = (lo.reindex(key).to_numpy(dtype=np.float64, na_value=np.nan),
-                  hi.reindex(key).to_numpy(dtype=np.float64, na_value=np.nan))
+        extent = (g[S.START].min().reindex(key).to_numpy(dtype=np.float64, na_value=np.nan),
+                  g[S.END].max().reindex(key).to_numpy(dtype=np.float64, na_value=np.nan))
     tix = tasks.set_index(S.TASK_ID) if tasks is not None else None
     if sort == "duration":
         if tix is not None and S.TOTAL_S in tix.columns and by == "task":
@@ -97,7 +112,24 @@ def _layout(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, by: str,
     order = np.lexsort((second, task, np.nan_to_num(k, nan=np.inf)))
     y = np.empty(len(task), dtype=np.float64)
     y[order] = np.arange(len(task), dtype=np.float64)
-    return _Rows(task=task, key=key, y=y)
+    status = np.full(len(task), "", dtype=object)
+    nan = np.full(len(task), np.nan)
+    lo, hi = extent if extent is not None else (nan, nan)
+    if tix is not None:
+        def task_col(name: str) -> _F64:
+            if name not in tix.columns:
+                return nan
+            return _per_row(pd.Series(_floats(tix[name]), index=tix.index), task)
+
+        if S.STATUS in tix.columns:
+            st = tix[S.STATUS].astype("string")
+            status = (st[~st.index.duplicated()].reindex(task).fillna("")
+                      .to_numpy(dtype=object))
+        for name in (S.SUBMIT_TS, S.DISPATCH_TS, S.START_TS):  # queue wait included
+            lo = np.fmin(lo, task_col(name))
+        if by == "task":  # a session row ends with its own spans
+            hi = np.fmax(hi, task_col(S.END_TS))
+    return _Rows(task=task, key=key, y=y, status=status, lo=lo, hi=hi)
 
 
 _RECT_CODES = np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY],
@@ -194,12 +226,15 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
                   color_by: Literal["phase", "status", "server"] = "phase",
                   sort: Literal["submit", "dispatch", "duration"] = "submit",
                   ax: Axes | None = None, labels: bool | None = None, height: float = 0.8,
-                  legend: bool = True, **style: Any) -> Axes:
+                  legend: bool = True, mark_status: bool = True, **style: Any) -> Axes:
     """The latency timeline: one row per task (or session), time on x.
 
     x is seconds since the first submit. Each row shows the queue wait (submit → dispatch,
     light grey, hatched when few rows), the idle background of the row's active time, and
-    its phase spans in their registry colours (or coloured by status / server).
+    its phase spans in their registry colours (or coloured by status / server). Rows of
+    tasks that ended ``failed``, ``rejected`` or ``cancelled`` (the ``status`` of ``tasks``)
+    are outlined in their status colour from submit to end (filled instead when there are
+    more than 200 rows, too thin for an outline), and the legend counts them.
 
     Args:
         spans_or_tasks: a spans frame (one segment per phase span) or a tasks frame (queue
@@ -214,6 +249,8 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         labels: label each row (default: when there are at most 50 rows).
         height: bar height in row units.
         legend: draw the legend.
+        mark_status: mark the rows of non-accepted tasks (needs ``status`` in the tasks
+            frame); each status is one collection with gid ``"timeline:mark:<status>"``.
         **style: passed to the phase collections (``alpha``, ``edgecolor``…).
 
     Returns:
@@ -265,13 +302,15 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         ax.add_collection(pc, autolim=False)
         xmax = max(xmax, float(np.nanmax(np.fmax(start, end))) - t0)
         handles.append(Patch(facecolor=color, label=kind, hatch=extra.get("hatch")))
+    n = len(rows.task)
+    unit = "sessions" if by == "session" else "tasks"
+    if mark_status:
+        xmax = max(xmax, _draw_marks(ax, rows, t0, height, xmax * 0.004, unit, handles))
     if not handles:
         return _no_data(ax, title, "no data (no task was dispatched or started)")
-    n = len(rows.task)
     ax.set_xlim(0.0, xmax * 1.01 if xmax > 0 else 1.0)
     ax.set_ylim(n - 0.5, -0.5)
     show = labels if labels is not None else n <= _LABEL_ROWS
-    unit = "sessions" if by == "session" else "tasks"
     if show:
         order = np.argsort(rows.y)
         ax.set_yticks(rows.y[order])
@@ -285,6 +324,39 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                   fontsize="small", frameon=False)
     return ax
+
+
+def _draw_marks(ax: Axes, rows: _Rows, t0: float, height: float, pad: float, unit: str,
+                handles: list[Patch]) -> float:
+    """Outline (or, past 200 rows, fill) the marked rows, one collection per status.
+
+    An outline runs ``pad`` (x) and a little (y) outside the row's bars, so that it stays
+    visible next to a bar of a similar colour. Returns the largest x drawn (0 when nothing
+    was marked)."""
+    marked = rows.marked
+    dense = len(rows.task) > _HATCH_ROWS  # rows too thin for an outline: fill them
+    if dense:
+        pad = 0.0
+    xmax = 0.0
+    for status in MARKED_STATUSES:
+        m = marked & (rows.status == status)
+        if not m.any():
+            continue
+        color = STATUS_COLORS[status]
+        lo, hi = rows.lo[m] - t0 - pad, rows.hi[m] - t0 + pad
+        path = _rects_path(lo, hi, rows.y[m], height if dense else min(height + 0.12, 1.0))
+        if path is None:
+            continue
+        face = color if dense else "none"
+        count = int(m.sum())
+        label = f"{status} ({count} {unit if count > 1 else unit[:-1]})"
+        ax.add_collection(PathCollection(
+            [path], facecolors=face, edgecolors=color, linewidths=0 if dense else 1.5,
+            antialiased=count < 20_000, zorder=3, label=label, gid=f"timeline:mark:{status}"),
+            autolim=False)
+        handles.append(Patch(facecolor=face, edgecolor=color, linewidth=1.5, label=label))
+        xmax = max(xmax, float(np.nanmax(hi)))
+    return xmax
 
 
 def _row_label(key: object) -> str:

@@ -9,6 +9,12 @@ Each server speaks one wire protocol (SGLang native ``/generate`` or vLLM's Open
 ``/v1/completions``), models a GPU server's slots, queue and load-dependent latency, reports
 its own timings (``sim_timing``), and can inject faults. See ``SimConfig`` for the versions
 imitated.
+
+What the model says (``answers``, ``generation``): arithmetic prompts (``"What is 17+25?"``)
+get ``"The answer is 42."``, right with probability ``SimConfig.accuracy`` (0.7), so an
+exact-match reward has a mean and a per-group variance; samples differ at temperature > 0,
+repeat with the same ``seed``, and temperature 0 is one fixed draw per prompt. Other prompts
+get seeded filler text. ``answer_fn`` replaces the model.
 """
 
 from __future__ import annotations

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jitter-cv", type=float, default=d.jitter_cv)
     parser.add_argument("--mean-output-tokens", type=int, default=d.mean_output_tokens)
     parser.add_argument("--seed", type=int, default=d.seed)
+    parser.add_argument("--accuracy", type=float, default=d.accuracy,
+                        help="probability an arithmetic prompt ('What is 17+25?') is "
+                             f"answered right (default {d.accuracy})")
     parser.add_argument("--paused-new-requests", choices=("hold", "reject"),
                         default=d.paused_new_requests)
     parser.add_argument("--error-rate", type=float, default=0.0,
@@ -62,7 +65,7 @@ def _config(args: argparse.Namespace) -> SimConfig:
         prefill_overhead_s=args.prefill_overhead_s,
         prefill_per_token_s=args.prefill_per_token_s, itl_s=args.itl_s,
         load_factor=args.load_factor, jitter_cv=args.jitter_cv,
-        mean_output_tokens=args.mean_output_tokens, seed=args.seed,
+        mean_output_tokens=args.mean_output_tokens, seed=args.seed, accuracy=args.accuracy,
         paused_new_requests=args.paused_new_requests, faults=faults)
 
 

@@ -65,7 +65,14 @@ class SimConfig:
             (``LF = 1 + (f-1)(running-1)/(max_num_seqs-1)``).
         jitter_cv: coefficient of variation of the mean-preserving lognormal jitter.
         seed: seeds output text, lengths, logprobs, jitter and faults.
-        answer_fn: ``answer_fn(prompt_text) -> str``: the completion is that text then EOS.
+        answer_fn: ``answer_fn(prompt_text) -> str``: the completion is that text then EOS
+            (replaces the built-in answer model).
+        accuracy: the built-in answer model's probability of answering an arithmetic prompt
+            (``"What is 17+25?"``, also ``-`` and ``*``) right: ``"The answer is 42."``,
+            else a plausible wrong number. Samples differ at temperature > 0 and repeat with
+            the same ``seed`` sampling parameter; temperature 0 is one fixed draw per prompt
+            (right for about ``accuracy`` of the prompts). Other prompts get seeded filler.
+            See ``rollout_kit.sim.answers``.
         mean_output_tokens: mean length (EOS included) of random completions.
         default_max_tokens: vLLM's ``max_tokens`` default (16).
         default_max_new_tokens: SGLang's ``max_new_tokens`` default (128).
@@ -97,6 +104,7 @@ class SimConfig:
     jitter_cv: float = 0.1
     seed: int = 0
     answer_fn: Callable[[str], str] | None = None
+    accuracy: float = 0.7
     mean_output_tokens: int = 64
     default_max_tokens: int = 16
     default_max_new_tokens: int = 128
@@ -133,6 +141,8 @@ class SimConfig:
                f"SimConfig.load_factor must be >= 1, got {self.load_factor!r}")
         _check(self.answer_fn is None or callable(self.answer_fn),
                "SimConfig.answer_fn must be callable or None")
+        _check(_num(self.accuracy) and 0 <= self.accuracy <= 1,
+               f"SimConfig.accuracy must be a number in [0, 1], got {self.accuracy!r}")
         _check(self.max_tokens_policy in ("clamp", "reject"),
                f"max_tokens_policy must be 'clamp' or 'reject', got {self.max_tokens_policy!r}")
         _check(self.paused_new_requests in ("hold", "reject"),

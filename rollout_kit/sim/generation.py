@@ -1,11 +1,20 @@
-"""What a simulated model says: a deterministic output plan per (seed, prompt, rid, sample).
+"""What a simulated model says: a deterministic output plan per sequence key.
 
 The plan is fixed when a sequence is admitted: its token ids, their logprobs, and why it
-ends. Latency (``state``) only decides *when* each token is released. With ``answer_fn`` the
-tokens are the answer's bytes then EOS; otherwise printable pseudo-random text with an EOS at a
-seeded length. Stop strings, ``stop_token_ids``, ``ignore_eos``, ``min_tokens`` and the token
-budget are honoured the way vLLM/SGLang do: the matching token is kept in the ids, and its text
-(or the stop string) is trimmed from ``text`` unless asked to keep it.
+ends. Latency (``state``) only decides *when* each token is released. The text is, in order of
+precedence: ``answer_fn(prompt)`` when configured; else the answer model's reply
+(``answers.arithmetic_answer``: ``"The answer is N."`` for an arithmetic question, right with
+probability ``SimConfig.accuracy``); else printable pseudo-random filler with an EOS at a seeded
+length. An answer is followed by EOS (or, with ``ignore_eos``, padded with digit-free filler to
+the token budget; with ``min_tokens``, padded to ``min_tokens`` before the EOS). Stop strings,
+``stop_token_ids``, ``ignore_eos``, ``min_tokens`` and the token budget are honoured the way
+vLLM/SGLang do: the matching token is kept in the ids, and its text (or the stop string) is
+trimmed from ``text`` unless asked to keep it.
+
+Sequence keys (``sequence_key``): temperature 0 depends on the simulator seed and the prompt
+only; a ``seed`` sampling parameter gives the same output for the same prompt and sample index
+(the request id does not matter, as on vLLM/SGLang); otherwise a client-given request id, or
+else a per-server draw counter, makes every sample differ.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ __all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key"]
 
 _ALPHABET = "etaoinshrdlucmfwypvbgkqjxz" * 2 + "etaoinshr" + "      " + "ETAOINS.,0123456789"
 _ALPHABET_IDS = [ord(c) + BYTE_OFFSET for c in _ALPHABET]
+#: padding after an answer: no digits, so the answer stays the completion's last number
+_PAD_IDS = [ord(c) + BYTE_OFFSET for c in "etaoinshrdlucmfwypvbgkqjxz" * 2 + "    "]
 _MIN_LOGPROB = -9999.0
 _MASK = (1 << 64) - 1
 _LCG_A = 6364136223846793005
@@ -51,17 +62,30 @@ class SamplingSpec:
 
 
 def sequence_key(seed: int, prompt_ids: Sequence[int], spec: SamplingSpec, sample_index: int,
-                 rid: str | None) -> int:
+                 rid: str | None, draw: int = 0) -> int:
     """A deterministic integer seed for one sequence.
 
-    Greedy sampling depends on the prompt only; otherwise the request seed, the client's rid
-    (when it gave one) and the sample index vary the output too.
+    Args:
+        seed: the simulator's seed.
+        prompt_ids: the prompt.
+        spec: the sampling values.
+        sample_index: index of the sample within its request (``n``).
+        rid: the request id the client gave, if any.
+        draw: a number unique to this sequence on its server (its draw counter), used when
+            nothing else tells samples apart.
+
+    Greedy sampling depends on the prompt only. A ``seed`` sampling parameter fixes the
+    output per (prompt, sample index), whatever the rid. Otherwise the client's rid, or else
+    ``draw``, varies it.
     """
     if spec.greedy:
         return hash((seed, 0x6EED, *prompt_ids))
-    rid_hash = zlib.crc32(rid.encode("utf-8", "surrogatepass")) if rid else 0
-    return hash((seed, spec.seed if spec.seed is not None else -1, sample_index, rid_hash,
-                 *prompt_ids))
+    if spec.seed is not None:
+        return hash((seed, spec.seed, sample_index, *prompt_ids))
+    if rid:
+        rid_hash = zlib.crc32(rid.encode("utf-8", "surrogatepass"))
+        return hash((seed, -1, sample_index, rid_hash, *prompt_ids))
+    return hash((seed, -2, sample_index, draw, *prompt_ids))
 
 
 class OutputPlan:
@@ -174,7 +198,8 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
         tokenizer: the server's tokenizer.
         spec: validated sampling values (``max_tokens`` already clamped to the context).
         key: ``sequence_key(...)`` of this sequence.
-        answer: ``answer_fn(prompt)`` when configured, else ``None`` for random text.
+        answer: the answer text (``answer_fn`` or the answer model), else ``None`` for
+            random filler.
         mean_output_tokens: mean length of random completions (EOS included).
 
     Returns:
@@ -194,12 +219,21 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
             out.append(alpha[(x >> 33) % na])
         return out
 
+    def pad_tokens(k: int) -> list[int]:
+        nonlocal x
+        out = []
+        pad = _PAD_IDS
+        for _ in range(k):
+            x = (x * _LCG_A + _LCG_C) & _MASK
+            out.append(pad[(x >> 33) % len(pad)])
+        return out
+
     if answer is not None:
         cand = tokenizer.encode(answer)[:max_tokens]
-        if spec.ignore_eos:
-            if len(cand) < max_tokens:
-                cand += rand_tokens(max_tokens - len(cand))
-        elif len(cand) < max_tokens:
+        pad_to = max_tokens if spec.ignore_eos else min(spec.min_tokens, max_tokens)
+        if len(cand) < pad_to:
+            cand += pad_tokens(pad_to - len(cand))
+        if not spec.ignore_eos and len(cand) < max_tokens:
             cand.append(eos)
     elif spec.ignore_eos:
         cand = rand_tokens(max_tokens)

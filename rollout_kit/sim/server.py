@@ -44,10 +44,13 @@ class SimServer:
         config: its configuration.
         faults: the live fault plan (mutate it, or call ``set_faults``).
         host: the bound host.
+
+    ``replica`` is the server's index in its cluster (``serve`` numbers them): servers with one
+    seed give the same greedy and seeded outputs, but different unseeded samples.
     """
 
     def __init__(self, api: ApiName = "sglang", config: SimConfig | None = None, *,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, replica: int = 0) -> None:
         if api not in ("sglang", "vllm"):
             raise ConfigError(f"api must be 'sglang' or 'vllm', got {api!r}")
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536:
@@ -60,7 +63,8 @@ class SimServer:
         self._port = port
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.engine = SimEngine(self.config, self.tokenizer)
+        self._replica = replica
+        self.engine = SimEngine(self.config, self.tokenizer, replica=replica)
         self._ctx: ServerContext | None = None
 
     # -- addresses ----------------------------------------------------------------------------
@@ -107,7 +111,8 @@ class SimServer:
         loop = asyncio.get_running_loop()
         old = self.engine
         if self._loop is not None:
-            self.engine = SimEngine(self.config, self.tokenizer)
+            self.engine = SimEngine(self.config, self.tokenizer, replica=self._replica,
+                                    draws=old.draws)
             self.engine.weight_version = old.weight_version
             self.engine.weight_label = old.weight_label
         self.engine.bind(loop)
@@ -339,7 +344,8 @@ async def serve(api: ApiName = "sglang", n: int = 1, *, config: SimConfig | None
         if cfg.faults is not None and i:
             c = cfg.replace(faults=cfg.faults.copy())
             c.faults.update(seed=cfg.faults.seed + i)  # type: ignore[union-attr]
-        servers.append(SimServer(api, c, host=host, port=ports[i] if ports else 0))
+        servers.append(SimServer(api, c, host=host, port=ports[i] if ports else 0,
+                                 replica=i))
     started: list[SimServer] = []
     try:
         for s in servers:

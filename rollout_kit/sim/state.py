@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
+from .answers import arithmetic_answer
 from .config import SimConfig
 from .generation import OutputPlan, SamplingSpec, plan_output, sequence_key
 from .latency import LatencyModel
@@ -96,8 +97,13 @@ class SimSequence:
 class SimEngine:
     """Scheduler state of one simulated server."""
 
-    def __init__(self, config: SimConfig, tokenizer: ByteTokenizer) -> None:
+    def __init__(self, config: SimConfig, tokenizer: ByteTokenizer, *, replica: int = 0,
+                 draws: int = 0) -> None:
         self.config = config
+        #: told apart from other servers of one cluster (same seed) in unseeded draws
+        self.replica = replica
+        #: sequences planned so far: the draw counter of unseeded samples
+        self.draws = draws
         self.tokenizer = tokenizer
         self.latency = LatencyModel(config)
         self.cache = PrefixCache(config.block_size, config.prefix_cache_blocks)
@@ -154,12 +160,16 @@ class SimEngine:
                      prompt_text: str | None = None) -> SimSequence:
         """A sequence with its output plan decided (not yet admitted)."""
         seq = SimSequence(rid, prompt_ids, spec, self.loop.time(), index, prompt_text)
-        answer: str | None = None
-        fn = self.config.answer_fn
+        cfg = self.config
+        self.draws += 1
+        key = sequence_key(cfg.seed, prompt_ids, spec, sample_index, client_rid,
+                           draw=hash((self.draws, self.replica)))
+        fn = cfg.answer_fn
         if fn is not None:
             text = prompt_text if prompt_text is not None else self.tokenizer.decode(prompt_ids)
-            answer = str(fn(text))
-        key = sequence_key(self.config.seed, prompt_ids, spec, sample_index, client_rid)
+            answer: str | None = str(fn(text))
+        else:
+            answer = arithmetic_answer(prompt_ids, cfg.accuracy, key)
         seq.plan = plan_output(self.tokenizer, spec, key, answer=answer,
                                mean_output_tokens=self.config.mean_output_tokens)
         return seq

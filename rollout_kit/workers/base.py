@@ -49,7 +49,7 @@ class Worker(Protocol):
         ...
 
     def cancel(self, task_id: int) -> bool:
-        """Cancel a queued or running task; ``False`` when it is not running here."""
+        """Cancel a queued or running task; whether this call requested it."""
         ...
 
     def pause(self) -> None:

@@ -5,6 +5,11 @@ as often as it likes; returning ``None`` rejects the item. Any object with an as
 ``arun_episode(engine, data)`` method works (AReaL workflows port unchanged); subclassing
 :class:`RolloutWorkflow` is optional but documents intent.
 
+A workflow may also define ``validate(data)``: the executor and the controller call it in
+``submit`` (and for every item of a batch call, before the first task is queued), so data the
+workflow cannot use raises ``ConfigError`` in the caller and no task id is spent on it. The
+default is a no-op; keep it cheap (type checks, no tokenizing): it runs once per task.
+
 Writing your own workflow, with a custom traced phase::
 
     from rollout_kit.tracing import register_phase, trace_phase, trace_session
@@ -50,6 +55,14 @@ class RolloutWorkflow(ABC):
         Args:
             engine: the engine to call ``await engine.generate_async(ModelRequest(...))`` on.
             data: one item of the dataset (usually a dict).
+        """
+
+    def validate(self, data: Any) -> None:  # noqa: B027 - an optional hook, not abstract
+        """Check ``data`` when it is submitted; raise ``ConfigError`` to refuse it.
+
+        Called by ``submit`` and by the batch calls before a task id is taken, so bad data
+        fails in the caller instead of as a ``failed`` task later. The default accepts
+        everything. Keep it cheap: it runs once per submitted task.
         """
 
 

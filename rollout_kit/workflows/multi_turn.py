@@ -4,12 +4,12 @@ Each sample is one traced session; every turn adds a ``generate`` and a ``reward
 the session is annotated with ``turns``. The final reward is discounted by
 ``turn_discount ** (turns - 1)``. The trajectory has the single-turn layout, where
 ``input_ids`` holds the whole conversation and ``loss_mask`` is 1 only on model tokens
-(feedback tokens are 0), plus ``turns`` per sample.
+(feedback tokens are 0), plus ``turns`` per sample. Data items have the single-turn shape:
+a prompt ``str``, or a mapping with ``"prompt"`` (``prompt_key``) or ``"input_ids"``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import GenerationConfig
@@ -60,8 +60,12 @@ class MultiTurnWorkflow(RolloutWorkflow):
         self.feedback = feedback
         self.feedback_ids = tokenizer.encode(feedback)
 
+    def validate(self, data: Any) -> None:
+        """Refuse data without a usable prompt at submit time (as ``SingleTurnWorkflow``)."""
+        self._single.validate(data)
+
     async def episode(self, engine: InferenceEngine, rid: str, text: str, ids: list[int],
-                      data: Mapping[str, Any]) -> dict[str, Any]:
+                      data: Any) -> dict[str, Any]:
         """One sample: a session of up to ``max_turns`` generate + reward turns."""
         seq = list(ids)
         mask = [0] * len(ids)

@@ -1,5 +1,10 @@
 """``SingleTurnWorkflow``: one prompt, ``n_samples`` completions, one reward each (RLVR).
 
+A data item is a prompt ``str``, or a mapping with a ``"prompt"`` str (``prompt_key``) or
+``"input_ids"`` (token ids); the mapping's other keys go to the reward function as keyword
+arguments (e.g. ``{"prompt": "What is 2+2?", "answer": "4"}``). ``validate(data)`` checks
+this shape at submit time.
+
 The trajectory is a dict of plain lists (one entry per sample; torch is never needed)::
 
     {"input_ids":  [prompt + completion tokens, ...],
@@ -85,7 +90,8 @@ class SingleTurnWorkflow(RolloutWorkflow):
         gconfig: sampling settings; ``n_samples`` sessions run in parallel.
         tokenizer: encodes text prompts / decodes completions; without one a text prompt is
             sent as text (the server tokenizes) and the server's returned text is used.
-        prompt_key: the data key holding the prompt text (``input_ids`` is used if present).
+        prompt_key: the data key holding the prompt text (``input_ids`` is used if present);
+            a plain ``str`` data item is the prompt itself.
         reward_timeout: seconds allowed per reward call.
     """
 
@@ -100,20 +106,59 @@ class SingleTurnWorkflow(RolloutWorkflow):
         self.prompt_key = prompt_key
         self.reward_timeout = reward_timeout
 
+    def _shape_hint(self) -> str:
+        return (f"a prompt str, or a mapping with a non-empty str {self.prompt_key!r} or "
+                f"'input_ids' (token ids), e.g. {{{self.prompt_key!r}: 'What is 2+2?'}}")
+
+    def validate(self, data: Any) -> None:
+        """Refuse, at submit time, data without a usable prompt (cheap: no tokenizing).
+
+        Raises:
+            ConfigError: ``data`` is not a non-empty ``str`` nor a mapping with a non-empty
+                str ``prompt_key`` or non-empty ``input_ids``; the message shows the shape.
+        """
+        if isinstance(data, str):
+            if not data:
+                raise ConfigError(f"data is an empty str; expected {self._shape_hint()}")
+            return
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"data must be {self._shape_hint()}; got "
+                              f"{type(data).__name__}")
+        ids = data.get("input_ids")
+        text = data.get(self.prompt_key)
+        if ids is not None:
+            if isinstance(ids, str | bytes | Mapping) or not hasattr(ids, "__iter__"):
+                raise ConfigError(f"data['input_ids'] must be a sequence of token ids, got "
+                                  f"{type(ids).__name__}")
+            if hasattr(ids, "__len__") and len(ids) == 0 and not (
+                    isinstance(text, str) and text):
+                raise ConfigError(f"data['input_ids'] is empty; expected {self._shape_hint()}")
+            return
+        if not isinstance(text, str) or not text:
+            got = "missing" if text is None else f"{type(text).__name__} {text!r}"[:80]
+            raise ConfigError(f"data[{self.prompt_key!r}] is {got}; expected "
+                              f"{self._shape_hint()}")
+
     def prompt_of(self, data: Any) -> tuple[str | None, list[int]]:
         """The prompt text (if any) and token ids (empty when the server tokenizes)."""
+        if isinstance(data, str):
+            if not data:
+                raise ConfigError(f"data is an empty str; expected {self._shape_hint()}")
+            return data, (self.tokenizer.encode(data) if self.tokenizer is not None else [])
         if not isinstance(data, Mapping):
-            raise ConfigError(f"data must be a mapping with {self.prompt_key!r} or 'input_ids', "
-                              f"got {type(data).__name__}")
+            raise ConfigError(f"data must be {self._shape_hint()}; got "
+                              f"{type(data).__name__}")
         ids = data.get("input_ids")
         text = data.get(self.prompt_key)
         if ids is not None:
             ids = [int(t) for t in ids]
-            if text is None and self.tokenizer is not None:
-                text = self.tokenizer.decode(ids)
-            return text, ids
+            if ids or not isinstance(text, str) or not text:  # empty ids: use the text
+                if text is None and self.tokenizer is not None:
+                    text = self.tokenizer.decode(ids)
+                return text, ids
         if not isinstance(text, str) or not text:
-            raise ConfigError(f"data needs a non-empty str {self.prompt_key!r} or 'input_ids'")
+            raise ConfigError(f"data needs a non-empty str {self.prompt_key!r} or 'input_ids'; "
+                              f"expected {self._shape_hint()}")
         return text, (self.tokenizer.encode(text) if self.tokenizer is not None else [])
 
     async def generate(self, engine: InferenceEngine, rid: str, text: str | None,
@@ -132,7 +177,7 @@ class SingleTurnWorkflow(RolloutWorkflow):
         return resp.text or ""
 
     async def sample(self, engine: InferenceEngine, rid: str, text: str | None,
-                     ids: list[int], data: Mapping[str, Any]) -> Sample:
+                     ids: list[int], data: Any) -> Sample:
         """One session: generate, then reward."""
         with trace_session():
             resp = await self.generate(engine, rid, text, ids)

@@ -243,14 +243,13 @@ def test_file_paths(files: dict[str, Path], name: str, call: Callable[..., Any],
 
 @pytest.mark.parametrize("data", [5, None, {}, {"prompt": ""}, {"prompt": 3}, ["a"]],
                          ids=repr)
-async def test_bad_data_fails_the_task_with_a_config_error(data: Any) -> None:
-    """Data is checked by the workflow when the task runs: the task fails, the run goes on."""
+async def test_bad_data_is_refused_at_submit_with_a_config_error(data: Any) -> None:
+    """The workflow's validate(data) runs in submit: ConfigError in the caller, no id spent."""
     c = RolloutController(sglang=[ADDR])  # never initialized: no server is contacted
     try:
-        tid = c.submit(data, WF)
-        result = await c.wait_for_async(tid, timeout=10)
+        with pytest.raises(ConfigError, match="data") as info:
+            c.submit(data, WF)
+        assert c.ids.peek == 0 and c.stats()["submitted"] == 0
     finally:
         await c.close_async()
-    assert result.status == "failed" and result.reason == "workflow_exception"
-    assert isinstance(result.error, ConfigError), result.error
-    assert "data" in str(result.error)
+    assert "prompt" in str(info.value)

@@ -84,7 +84,7 @@ async def test_error_messages_truncate_payloads() -> None:
     async def handler(_: web.Request) -> web.Response:
         return web.Response(status=500, text=huge)
 
-    async def health_async(_: web.Request) -> web.Response:
+    async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     app = web.Application()

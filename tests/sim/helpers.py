@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import aiohttp
@@ -30,3 +31,18 @@ async def sse(session: aiohttp.ClientSession, url: str, body: Any) -> tuple[int,
         data = block[len("data: "):]
         events.append("[DONE]" if data == "[DONE]" else orjson.loads(data))
     return status, events
+
+
+async def wait_state(session: aiohttp.ClientSession, url: str, timeout: float = 10.0,
+                     **want: int) -> dict[str, Any]:
+    """Poll ``/sim/state`` until every ``want`` field has its value (no fixed sleeps)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        async with session.get(url + "/sim/state") as r:
+            state: dict[str, Any] = await r.json()
+        if all(state.get(k) == v for k, v in want.items()):
+            return state
+        if loop.time() > deadline:
+            raise AssertionError(f"/sim/state never reached {want}: {state}")
+        await asyncio.sleep(0.005)

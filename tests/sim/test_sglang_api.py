@@ -10,7 +10,7 @@ import pytest
 
 from rollout_kit.sim import ByteTokenizer, SimCluster, serve
 
-from .helpers import post, sse
+from .helpers import post, sse, wait_state
 
 TOK = ByteTokenizer()
 pytestmark = pytest.mark.timeout(60)
@@ -248,12 +248,9 @@ async def test_abort_in_waiting_queue() -> None:
             aiohttp.ClientSession() as s:
         body = {"sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
         t1 = asyncio.create_task(post(s, c.url + "/generate", {**body, "text": "a", "rid": "a"}))
-        await asyncio.sleep(0.01)
+        await wait_state(s, c.url, running=1)
         t2 = asyncio.create_task(post(s, c.url + "/generate", {**body, "text": "b", "rid": "b"}))
-        await asyncio.sleep(0.02)
-        async with s.get(c.url + "/sim/state") as r:
-            state = await r.json()
-        assert state["running"] == 1 and state["waiting"] == 1
+        await wait_state(s, c.url, running=1, waiting=1)
         async with s.post(c.url + "/abort_request", json={"rid": "b"}):
             pass
         _st, res = await t2

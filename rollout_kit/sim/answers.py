@@ -1,0 +1,104 @@
+"""The simulator's default answer model: arithmetic questions answered right with a probability.
+
+A prompt whose last question is simple arithmetic (``"What is 17+25?"``, also ``-`` and ``*``,
+spaces allowed, ``what's`` too) is answered ``"The answer is 42."``: right with probability
+``SimConfig.accuracy``, otherwise a plausible wrong number (off by 1, 2 or 10; for ``*`` also
+off by one operand, as if one factor were misread). Any other prompt gets ``None`` and the
+simulator writes seeded filler text.
+
+The draw is a pure function of the sequence key (see ``generation.sequence_key``), so it
+follows the key's rules: greedy (temperature 0) depends on the simulator seed and the prompt
+only, and is a *fixed draw* — the same answer every time for one prompt, right for about
+``accuracy`` of all prompts (not always right, so switching to greedy does not change the mean
+reward); the same ``seed`` sampling parameter gives the same answer; unseeded samples differ.
+
+Cheap per request: only a window of tokens before each of the last few ``?`` in the prompt's
+tail is decoded and matched (no full decode of long prompts).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .tokenizer import BYTE_OFFSET
+
+__all__ = ["arithmetic_answer", "find_question", "uniform"]
+
+_MASK = (1 << 64) - 1
+_INV53 = 1.0 / (1 << 53)
+_QMARK = ord("?") + BYTE_OFFSET
+_TAIL = 512  # only questions in the prompt's last 512 tokens are seen
+_WINDOW = 48  # tokens before a "?" that can hold "What is A op B"
+_MAX_MARKS = 4  # the last few "?" are tried, newest first
+_QUESTION_RE = re.compile(
+    rb"[Ww]hat(?: is|'s)\s+(-?\d{1,9})\s*([-+*])\s*(-?\d{1,9})\s*\?\Z")
+_ADD_SLIPS = (1, -1, 2, -2, 10, -10)
+
+
+def uniform(key: int, salt: int) -> float:
+    """A uniform float in ``[0, 1)`` from ``key`` (splitmix64 of ``key ^ salt``)."""
+    z = ((key ^ salt) + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return ((z ^ (z >> 31)) >> 11) * _INV53
+
+
+def find_question(prompt_ids: Sequence[int]) -> tuple[int, str, int] | None:
+    """``(a, op, b)`` of the prompt's last arithmetic question, or ``None``.
+
+    Looks at the last few ``?`` tokens in the last ``512`` tokens, newest first; a question
+    followed by another arithmetic one loses to it.
+    """
+    n = len(prompt_ids)
+    lo = max(0, n - _TAIL)
+    marks: list[int] = []
+    q = lo - 1
+    while True:
+        try:
+            q = prompt_ids.index(_QMARK, q + 1)
+        except ValueError:
+            break
+        marks.append(q)
+    for q in reversed(marks[-_MAX_MARKS:]):
+        window = prompt_ids[max(lo, q - _WINDOW):q + 1]
+        data = bytes([i - BYTE_OFFSET if BYTE_OFFSET <= i < BYTE_OFFSET + 256 else 0
+                      for i in window])
+        m = _QUESTION_RE.search(data)
+        if m is not None:
+            return int(m.group(1)), m.group(2).decode(), int(m.group(3))
+    return None
+
+
+def _value(a: int, op: str, b: int) -> int:
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def arithmetic_answer(prompt_ids: Sequence[int], accuracy: float, key: int) -> str | None:
+    """``"The answer is N."`` for an arithmetic prompt (right with probability ``accuracy``).
+
+    Args:
+        prompt_ids: the prompt's token ids (byte tokenizer).
+        accuracy: probability of the right number, in ``[0, 1]``.
+        key: the sequence key; equal keys give equal answers.
+
+    Returns:
+        The answer text, or ``None`` when the prompt asks no arithmetic question.
+    """
+    found = find_question(prompt_ids)
+    if found is None:
+        return None
+    a, op, b = found
+    right = _value(a, op, b)
+    if uniform(key, 0xA11CE) < accuracy:
+        return f"The answer is {right}."
+    slips: tuple[int, ...] = _ADD_SLIPS
+    if op == "*":
+        slips = (a, -a, b, -b, *_ADD_SLIPS)  # a*(b±1), (a±1)*b, or a carry slip
+    slip = slips[int(uniform(key, 0x5117) * len(slips))]
+    if slip == 0:
+        slip = 1
+    wrong = right + slip
+    if right >= 0 > wrong:  # a wrong sign is not a plausible slip
+        wrong = right + abs(slip)
+    return f"The answer is {wrong}."
