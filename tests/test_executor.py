@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rollout_kit.config import ExecutorConfig
+from rollout_kit.controller import RolloutController
 from rollout_kit.errors import (
     ConfigError,
     ControllerStateError,
@@ -18,7 +19,6 @@ from rollout_kit.errors import (
     UnknownTaskIdError,
     WorkflowError,
 )
-from rollout_kit.controller import RolloutController
 from rollout_kit.executor import WorkflowExecutor
 from rollout_kit.io import ModelRequest
 from rollout_kit.tracing import Tracer
@@ -375,7 +375,8 @@ def test_other_loop_is_refused() -> None:
 async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
     from rollout_kit.executor import DISPATCH_SLICE
 
-    ex = RolloutController(LocalEngine("w"), executor_config=ExecutorConfig(max_concurrent_rollouts=1000))
+    ex = RolloutController(LocalEngine("w"),
+                           executor_config=ExecutorConfig(max_concurrent_rollouts=1000))
     ids = [ex.submit({"sleep": 0.05}, EchoWorkflow()) for _ in range(5 * DISPATCH_SLICE)]
     assert ex.stats()["running"] == DISPATCH_SLICE  # the rest waits for later loop turns
     turns = 0

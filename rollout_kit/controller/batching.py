@@ -13,6 +13,7 @@ caller and takes no task id.
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,8 +25,12 @@ from .waiting import Waiters
 if TYPE_CHECKING:
     from ..executor import Recipe
 
-__all__ = ["BatchHost", "prepare_batch", "progress_bar", "rollout_batch", "validate_item",
-           "workflow_error"]
+__all__ = ["SUBMIT_SLICE", "BatchHost", "prepare_batch", "progress_bar", "rollout_batch",
+           "validate_item", "workflow_error"]
+
+
+#: Tasks a batch call submits before it lets the event loop run other callbacks.
+SUBMIT_SLICE = 64
 
 
 class BatchHost(Protocol):
@@ -103,6 +108,8 @@ async def rollout_batch(host: BatchHost, data: Sequence[Any], workflow: object,
         async def run() -> None:
             for item in items:
                 ids.append(await host.submit_reserved(item, recipe, on_done))
+                if len(ids) % SUBMIT_SLICE == 0:
+                    await asyncio.sleep(0)  # a big batch never holds the loop for long
             await host.waiters.until(lambda: len(done) == len(ids), timeout=None,
                                      what="rollout_batch()", stall_reason=host.stall_reason,
                                      check_stall=timeout is None)
@@ -206,8 +213,6 @@ async def prepare_batch(host: BatchHost, data: Iterable[Any], workflow: object,
 
 
 async def _with_timeout(coro: Any, timeout: float, what: str) -> None:
-    import asyncio
-
     try:
         async with asyncio.timeout(timeout):
             await coro

@@ -112,6 +112,7 @@ class RolloutController:
         if len(set(names)) != len(names):
             raise ConfigError(f"workers need distinct names, got {names}")
         self._queue_size = None if executor_config is None else executor_config.queue_size
+        self._last_recipe: Recipe | None = None
         self._closed = False
 
     @property
@@ -154,7 +155,11 @@ class RolloutController:
     aclose = deprecated_alias(close_async, "RolloutController.aclose", "close_async")
 
     async def __aenter__(self) -> Self:
-        await self.initialize_async()
+        try:
+            await self.initialize_async()
+        except BaseException:
+            await self.close_async()  # no half-open sessions when a server is down
+            raise
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
@@ -162,7 +167,11 @@ class RolloutController:
         await self.close_async()
 
     def __enter__(self) -> Self:
-        self.initialize()
+        try:
+            self.initialize()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
@@ -186,8 +195,19 @@ class RolloutController:
 
     def prepare(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
                 should_accept_fn: object) -> Recipe:
-        """Check a workflow / ``should_accept_fn`` spec once (raises ``ConfigError``)."""
-        return self.scheduler.prepare(workflow, workflow_kwargs, should_accept_fn)
+        """Check a workflow / ``should_accept_fn`` spec once (raises ``ConfigError``).
+
+        A loop of ``submit`` with the same workflow object (and no ``workflow_kwargs``)
+        reuses the last recipe instead of checking the spec again per task.
+        """
+        last = self._last_recipe
+        if (last is not None and workflow_kwargs is None and last.workflow is workflow
+                and last.workflow_kwargs is None
+                and last.should_accept_fn is should_accept_fn):
+            return last
+        recipe = self.scheduler.prepare(workflow, workflow_kwargs, should_accept_fn)
+        self._last_recipe = recipe
+        return recipe
 
     def submit(
         self,
