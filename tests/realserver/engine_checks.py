@@ -172,7 +172,8 @@ async def check_error_shapes(server: RealServer) -> None:
     if server.flavour == "vllm":  # SGLang serves whatever model it loaded, ignoring the name
         async with _engine(server, model="nope") as engine:
             with pytest.raises(EngineBadRequestError) as info:
-                await engine.generate_async(ModelRequest(input_ids=server.ids(), gconfig=_gconfig(2)))
+                await engine.generate_async(ModelRequest(input_ids=server.ids(),
+                                                         gconfig=_gconfig(2)))
         assert info.value.status == 404 and "nope" in str(info.value)
 
 
