@@ -456,23 +456,35 @@ class RemoteInfEngine(InferenceEngine):
             input_ids=input_ids, text=text, gconfig=gconfig, max_new_tokens=max_new_tokens,
             stream=cfg.stream, model=self._model)
         failed: list[str] = []
+        send = self._stream_once if cfg.stream else self._post_once
 
         async def attempt(i: int, timeout: float) -> tuple[Segment, str]:
             server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
             with self.router.track(server):
                 try:
-                    if cfg.stream:
-                        return await self._stream_once(server, payload, timeout), server
-                    return await self._post_once(server, payload, timeout), server
+                    return await send(server, payload, timeout), server
                 except EngineError as exc:
                     failed.append(server)
                     if is_connect_failure(exc):
                         self.router.mark_down(server)
                     raise
 
+        # fast path: the first attempt without the retry loop's frames (most requests)
+        started = time.monotonic()
+        server = self.router.choose(key, exclude=failed, prefer=prefer)
+        with self.router.track(server):
+            try:
+                return await send(server, payload,
+                                  min(cfg.timeouts.request, cfg.timeouts.total)), server
+            except EngineError as exc:
+                failed.append(server)
+                if is_connect_failure(exc):
+                    self.router.mark_down(server)
+                first = exc
         return await call_with_retries(
             attempt, policy=cfg.retry, request_timeout=cfg.timeouts.request,
-            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint)
+            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint,
+            first_error=first, started=started)
 
     def _bad_body(self, server: str, exc: Exception, body: Any) -> EngineResponseError:
         endpoint = self.backend.generate_endpoint
