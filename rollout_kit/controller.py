@@ -245,8 +245,9 @@ class RolloutController(BatchCalls):
             ControllerStateError: closed, or the worker's queue is full.
         """
         self._check_open("submit()")
-        self.check_specs(workflow, workflow_kwargs, should_accept_fn).validate(data)
+        factory = self.check_specs(workflow, workflow_kwargs, should_accept_fn)
         engine = self._engine_named(worker) if worker is not None else None
+        factory.validate(data)
         tid = self.ids.next() if task_id is None else self.ids.claim(task_id)
         return self._submit_to_worker(tid, data, workflow, workflow_kwargs, should_accept_fn,
                                       engine or self.scheduler.choose(self.engines))

@@ -31,9 +31,33 @@ Every error rollout_kit raises on purpose is a ``RolloutKitError``. Where a stdl
 
 Errors that concern a server carry ``server`` and ``endpoint``; status errors also carry
 ``status`` and a *truncated* ``body``. No message ever contains a whole prompt or an API key.
+
+Failure reasons. A task whose workflow raised ends ``failed``; its ``reason`` (in
+``RolloutResult.reason`` and the ``reason`` column of the tasks frame) says whose fault it
+was. An engine error raised through the workflow gives the ``failure_reason`` of its class;
+anything else is a bug or a deliberate raise in the workflow::
+
+    reason               raised as                 what happened
+    no_healthy_server    NoHealthyServerError      no server answered its health check
+    connection_error     EngineConnectionError     refused, reset, DNS, body cut off
+    timeout              EngineTimeoutError        no complete answer within the timeout
+    server_error         EngineServerError         HTTP 5xx / 408 (after the retries)
+    server_overloaded    EngineOverloadedError     HTTP 429 / 503 (after the retries)
+    bad_request          EngineBadRequestError     HTTP 4xx: the server refused the request
+    http_error           EngineStatusError         another error status
+    bad_response         EngineResponseError       a 2xx body that breaks the API
+    engine_error         EngineError               another engine failure
+    workflow_exception   any other exception       the workflow itself raised
+
+For an engine error the task's ``error`` text starts with :attr:`EngineError.brief`, a short
+label naming the address(es), e.g. ``no healthy server (127.0.0.1:1)``, then `` — `` and the
+full ``Type: message``; tasks that failed the same way share that label, so a summary can
+say "12 failed: no healthy server (127.0.0.1:1)".
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 __all__ = [
     "ConfigError",
@@ -123,7 +147,13 @@ class EngineError(RolloutKitError):
     Attributes:
         server: the server address (``host:port``) or ``None`` when not known.
         endpoint: the path that was requested, e.g. ``/generate``.
+        failure_reason: (class attribute) the ``reason`` of a task that failed with this
+            error (see the module docstring).
+        label: (class attribute) the start of :attr:`brief`.
     """
+
+    failure_reason: ClassVar[str] = "engine_error"
+    label: ClassVar[str] = "engine error"
 
     def __init__(self, message: str, *, server: str | None = None,
                  endpoint: str | None = None) -> None:
@@ -131,13 +161,49 @@ class EngineError(RolloutKitError):
         self.server = server
         self.endpoint = endpoint
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # rebuilt without __init__ (its keyword-only arguments are not in ``args``), so every
+        # engine error survives pickling (Ray ships a remote task's error back)
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+    def addresses(self) -> tuple[str, ...]:
+        """The server address(es) this error concerns (empty when not known)."""
+        return () if self.server is None else (self.server,)
+
+    @property
+    def brief(self) -> str:
+        """A short label naming the address(es): ``"timeout (127.0.0.1:30000)"``.
+
+        The same for every task that failed the same way (no ids, no timings), so it can
+        be counted.
+        """
+        addrs = self.addresses()
+        if not addrs:
+            return self.label
+        shown = ", ".join(addrs[:3]) + (f" +{len(addrs) - 3} more" if len(addrs) > 3 else "")
+        return f"{self.label} ({shown})"
+
+
+def _rebuild(cls: type[EngineError], args: tuple[object, ...],
+             state: dict[str, object]) -> EngineError:
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
 
 class EngineConnectionError(EngineError):
     """No response: connection refused or reset, or the server went away."""
 
+    failure_reason = "connection_error"
+    label = "connection error"
+
 
 class EngineTimeoutError(EngineConnectionError, TimeoutError):
     """The request did not complete within its timeout."""
+
+    failure_reason = "timeout"
+    label = "timeout"
 
 
 class EngineStatusError(EngineError):
@@ -148,6 +214,9 @@ class EngineStatusError(EngineError):
         body: the response body, truncated.
     """
 
+    failure_reason = "http_error"
+    label = "HTTP error"
+
     def __init__(self, message: str, *, status: int, body: str = "",
                  server: str | None = None, endpoint: str | None = None,
                  retry_after: float | None = None) -> None:
@@ -156,25 +225,60 @@ class EngineStatusError(EngineError):
         self.body = truncate(body)
         self.retry_after = retry_after
 
+    @property
+    def brief(self) -> str:
+        """``"server error HTTP 500 (127.0.0.1:30000)"``."""
+        base = f"{self.label} HTTP {self.status}"
+        return f"{base} ({self.server})" if self.server else base
+
 
 class EngineBadRequestError(EngineStatusError):
     """A 4xx answer (other than 408/429): the request itself is wrong; never retried."""
+
+    failure_reason = "bad_request"
+    label = "bad request"
 
 
 class EngineOverloadedError(EngineStatusError):
     """429 or 503: the server is busy or paused; retried after a backoff."""
 
+    failure_reason = "server_overloaded"
+    label = "server overloaded"
+
 
 class EngineServerError(EngineStatusError):
     """A 5xx (or 408) answer; retried."""
+
+    failure_reason = "server_error"
+    label = "server error"
 
 
 class EngineResponseError(EngineError):
     """A 2xx answer whose body does not follow the API (not JSON, missing keys, …)."""
 
+    failure_reason = "bad_response"
+    label = "bad response"
+
 
 class NoHealthyServerError(EngineError):
-    """No server address is healthy."""
+    """No server address is healthy.
+
+    Attributes:
+        servers: the addresses that were tried (all down), in order.
+    """
+
+    failure_reason = "no_healthy_server"
+    label = "no healthy server"
+
+    def __init__(self, message: str, *, servers: tuple[str, ...] | list[str] = (),
+                 server: str | None = None, endpoint: str | None = None) -> None:
+        super().__init__(message, server=server, endpoint=endpoint)
+        self.servers = tuple(servers)
+
+    def addresses(self) -> tuple[str, ...]:
+        if self.servers:
+            return self.servers
+        return super().addresses()
 
 
 class WorkflowError(RolloutKitError):

@@ -10,7 +10,10 @@ created there progress whenever a blocking call (``wait``, ``rollout_batch`` …
 Lifecycle marks recorded in the tracer: ``submit`` (``register_task``), ``dispatch``
 (capacity granted), ``start``, ``end``, ``consume`` (handed back by ``wait``/``wait_for``/a
 batch call). Every submitted task reaches exactly one terminal status (accepted, rejected,
-failed, cancelled), recorded with ``tracer.finalize``.
+failed, cancelled), recorded with ``tracer.finalize`` with a ``reason``: ``returned_none`` and
+``should_accept_fn`` (rejected), ``cancelled`` / ``closed`` (cancelled), and for a failure the
+``failure_reason`` of the engine error that ended it (``no_healthy_server``, ``timeout``,
+``server_error`` …, see :mod:`rollout_kit.errors`) or ``workflow_exception`` for any other.
 
 Queue bound: ``ExecutorConfig.queue_size`` bounds tasks waiting for dispatch. ``submit`` is
 non-blocking, so on a full queue it raises ``ControllerStateError``; ``rollout_batch`` and
@@ -35,6 +38,7 @@ from ..config import ExecutorConfig
 from ..errors import (
     ConfigError,
     ControllerStateError,
+    EngineError,
     UnknownTaskIdError,
 )
 from ..ids import TaskIdGenerator
@@ -66,6 +70,13 @@ class _Task:
     result: RolloutResult | None = None
     consumed: bool = False
     cancelling: bool = False
+
+
+def error_text(error: BaseException) -> str:
+    """The ``error`` text of a failed task: ``Type: message``, after the short label of an
+    engine error (``no healthy server (127.0.0.1:1) — NoHealthyServerError: …``)."""
+    text = f"{type(error).__name__}: {error}"
+    return f"{error.brief} — {text}" if isinstance(error, EngineError) else text
 
 
 #: Most tasks started per event-loop turn (keeps the loop responsive under big submits).
@@ -330,6 +341,9 @@ class WorkflowExecutor(BatchCalls):
                         status, reason = "rejected", "should_accept_fn"
             except asyncio.CancelledError:
                 status, reason, traj = "cancelled", "cancelled", None
+            except EngineError as exc:  # the server's side: no_healthy_server, timeout, …
+                status, reason, error, traj = "failed", exc.failure_reason, exc, None
+                tb = traceback.format_exc()
             except Exception as exc:
                 status, reason, error, traj = "failed", "workflow_exception", exc, None
                 tb = traceback.format_exc()
@@ -349,7 +363,7 @@ class WorkflowExecutor(BatchCalls):
         result = RolloutResult(task_id=tid, status=status, reason=reason, error=error,
                                traceback=tb, trajectory=trajectory, worker=self.worker)
         task.result = result
-        err_text = None if error is None else f"{type(error).__name__}: {error}"
+        err_text = None if error is None else error_text(error)
         self.tracer.finalize(tid, status, reason=reason, error=err_text)
         if task.on_done is not None:
             task.on_done(tid)
