@@ -89,17 +89,28 @@ def is_spans(df: pd.DataFrame) -> bool:
     return S.PHASE in df.columns
 
 
+def _is_session_seconds(col: str, cols: set[str]) -> bool:
+    """Whether ``col`` is the ``<phase>_session_s`` companion of a ``<phase>_s`` column."""
+    if not col.endswith(S.PHASE_SESSION_SUFFIX):
+        return False
+    phase = col[: -len(S.PHASE_SESSION_SUFFIX)]
+    return S.phase_column(phase) in cols or phase in registered_phases()
+
+
 def phase_names(df: pd.DataFrame) -> list[str]:
     """Phases present in a frame: from ``phase`` values (spans) or ``<phase>_s`` columns.
 
+    The summed ``<phase>_session_s`` columns of a tasks frame are not phases of their own.
     Registered phases come first in registry order, then any other phase found.
     """
     order = registered_phases()
     if is_spans(df):
         found = [str(p) for p in pd.unique(df[S.PHASE].dropna())]
     else:
+        cols = {c for c in df.columns if isinstance(c, str)}
         found = [c[:-2] for c in df.columns
-                 if isinstance(c, str) and c.endswith("_s") and c not in _NON_PHASE_SECONDS]
+                 if isinstance(c, str) and c.endswith("_s") and c not in _NON_PHASE_SECONDS
+                 and not _is_session_seconds(c, cols)]
     known = [p for p in order if p in found]
     return known + sorted(p for p in found if p not in order)
 

@@ -98,6 +98,17 @@ class RolloutResult:
     """The outcome of one task: its id, terminal status, why, and the trajectory.
 
     ``error`` holds the exception of a failed task; ``traceback`` its formatted traceback.
+    ``reason`` (also the ``reason`` column of the tasks frame) is, by status:
+
+    - rejected: ``returned_none`` (the workflow returned ``None``) or ``should_accept_fn``.
+    - cancelled: ``cancelled`` (``cancel()``) or ``closed`` (queued when the executor closed).
+    - failed, on the server's side (``error`` is the engine error; its ``brief`` names the
+      address): ``no_healthy_server``, ``connection_error``, ``timeout``, ``server_error``,
+      ``server_overloaded``, ``bad_request``, ``http_error``, ``bad_response``,
+      ``engine_error`` (see :mod:`rollout_kit.errors`).
+    - failed, in the workflow: ``workflow_exception`` (any other exception).
+    - failed, with Ray workers: ``worker_error`` (the worker died or could not run it) and
+      ``task_id_mismatch``.
     """
 
     task_id: int

@@ -2,11 +2,14 @@
 
 ``make_traces(n)`` gives tasks/sessions/spans frames shaped like the tracer's: every task is
 queued, then runs ``sessions`` sessions (sequential unless ``parallel``), each a ``generate``
-span followed by a ``reward`` span, with a small idle gap between them.
+span followed by a ``reward`` span, with a small idle gap between them. Tasks carry
+``<phase>_s`` (wall time: union of the spans) and ``<phase>_session_s`` (sum), as the
+tracer's frames do.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +73,8 @@ def make_traces(n: int = 20, *, sessions: int = 1, parallel: bool = False, seed:
     status = pd.Categorical([statuses[i % len(statuses)] for i in range(n)],
                             categories=list(S.STATUSES))
     per_task = spans.groupby([S.TASK_ID, S.PHASE])[S.DURATION].sum().unstack(fill_value=0.0)
+    wall = spans.groupby([S.TASK_ID, S.PHASE])[[S.START, S.END]].apply(
+        lambda g: union_length(zip(g[S.START], g[S.END], strict=True))).unstack(fill_value=0.0)
     tasks = pd.DataFrame({
         S.STATUS: status, S.REASON: None, S.ERROR: None,
         S.WORKER: [f"w{i % workers}" for i in range(n)],
@@ -80,9 +85,26 @@ def make_traces(n: int = 20, *, sessions: int = 1, parallel: bool = False, seed:
         S.COMPLETION_TOKENS: pd.array([sum(20 + k for k in range(sessions))] * n,
                                       dtype="Int64"),
     }, index=pd.Index(task_id, name=S.TASK_ID))
+    for ph in wall.columns:
+        tasks[S.phase_column(str(ph))] = wall[ph].reindex(tasks.index).to_numpy()
     for ph in per_task.columns:
-        tasks[S.phase_column(str(ph))] = per_task[ph].reindex(tasks.index).to_numpy()
+        tasks[S.phase_session_column(str(ph))] = per_task[ph].reindex(tasks.index).to_numpy()
     return Frames(tasks, sess, spans)
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals, the slow obvious way."""
+    total, cur_start, cur_end = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_end is None or a > cur_end:
+            if cur_end is not None and cur_start is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = a, b
+        else:
+            cur_end = max(cur_end, b)
+    if cur_end is not None and cur_start is not None:
+        total += cur_end - cur_start
+    return total
 
 
 def hand_tasks() -> pd.DataFrame:

@@ -216,3 +216,20 @@ def test_analysis_does_not_import_matplotlib() -> None:
     code = ("import sys, rollout_kit.analysis; "
             "sys.exit(1 if any(m.startswith('matplotlib') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_summary_uses_phase_wall_time_of_parallel_sessions() -> None:
+    f = make_traces(8, sessions=4, parallel=True)
+    assert analysis.phase_names(f.tasks) == ["generate", "reward"]  # no "generate_session"
+    s = analysis.summary(f.tasks, sessions=f.sessions)
+    assert "generate_session_s" not in s.latency.index
+    gen = f.tasks[S.phase_column("generate")]
+    assert s.latency.loc["generate_s", "p50"] == pytest.approx(gen.median())
+    assert (gen <= f.tasks[S.TOTAL_S]).all()  # wall time fits in the task
+    summed = f.tasks[S.phase_session_column("generate")]
+    assert (summed > gen).all() and (summed > f.tasks[S.TOTAL_S]).any()
+
+
+def test_phase_names_keeps_a_phase_whose_name_ends_in_session() -> None:
+    tasks = hand_tasks().assign(warm_session_s=1.0, generate_session_s=2.0)
+    assert analysis.phase_names(tasks) == ["generate", "warm_session"]

@@ -206,3 +206,24 @@ async def test_bad_data_raises_in_submit_and_batches_without_spending_ids() -> N
     assert ctl.submit("bare string", wf) == 0
     assert (await ctl.wait_for_async(0)).ok
     await ctl.close_async()
+
+
+async def test_unreachable_server_fails_tasks_with_no_healthy_server() -> None:
+    """Nothing listens on 127.0.0.1:1: the reason and error say so, not workflow_exception."""
+    from rollout_kit.config import EngineConfig, Timeouts
+    from rollout_kit.errors import NoHealthyServerError
+    from rollout_kit.workflows import SingleTurnWorkflow
+
+    cfg = EngineConfig(timeouts=Timeouts(setup=0.3, health=0.2, connect=0.2))
+    ctl = RolloutController(sglang=["127.0.0.1:1"], engine_config=cfg)
+    try:
+        res = await ctl.rollout_batch_async(["What is 2+2?", "What is 3+3?"],
+                                            SingleTurnWorkflow(lambda *a, **k: 1.0))
+        df = ctl.traces()
+    finally:
+        await ctl.close_async()
+    assert [r.reason for r in res] == ["no_healthy_server"] * 2
+    assert all(isinstance(r.error, NoHealthyServerError) for r in res)
+    assert df["reason"].tolist() == ["no_healthy_server"] * 2
+    assert all(e.startswith("no healthy server (127.0.0.1:1) — NoHealthyServerError: ")
+               for e in df["error"]), df["error"].tolist()

@@ -15,6 +15,10 @@ from rollout_kit.errors import (
     ConfigError,
     ControllerStateError,
     DuplicateTaskIdError,
+    EngineConnectionError,
+    EngineServerError,
+    EngineTimeoutError,
+    NoHealthyServerError,
     RolloutTimeoutError,
     UnknownTaskIdError,
     WorkflowError,
@@ -456,7 +460,43 @@ async def test_areal_adapter_keeps_areals_calling_style() -> None:
     tid = eng.submit({"i": 1}, EchoWorkflow())
     [r] = await eng.controller.wait_async(1)
     assert r.task_id == tid == 0 and r.ok
-    resp = await eng.agenerate(ModelRequest(text="hi"))
+    resp = await eng.generate_async(ModelRequest(text="hi"))
     assert resp.text == "hi"
     assert list(eng.traces().index) == [0]
     await eng.controller.close_async()
+
+
+class RaisingWorkflow:
+    """Raises the exception it was given, as if ``engine.agenerate`` had."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        raise self.exc
+
+
+@pytest.mark.parametrize(("exc", "reason", "brief"), [
+    (NoHealthyServerError("no server of sglang answered /health", servers=["127.0.0.1:1"]),
+     "no_healthy_server", "no healthy server (127.0.0.1:1)"),
+    (EngineTimeoutError("h:2 /generate: no complete answer", server="h:2"), "timeout",
+     "timeout (h:2)"),
+    (EngineServerError("h:2 /generate answered HTTP 500", status=500, server="h:2"),
+     "server_error", "server error HTTP 500 (h:2)"),
+    (EngineConnectionError("cannot connect to h:2", server="h:2"), "connection_error",
+     "connection error (h:2)"),
+    (ValueError("a bug in the workflow"), "workflow_exception", None),
+], ids=lambda v: v if isinstance(v, str) else None)
+async def test_failure_reason_says_whose_fault_it_was(exc: Exception, reason: str,
+                                                      brief: str | None) -> None:
+    ex = RolloutController(LocalEngine())
+    tid = ex.submit({}, RaisingWorkflow(exc))
+    res = await ex.wait_for_async(tid)
+    assert res.status == "failed" and res.reason == reason and res.error is exc
+    row = ex.tracer.tasks_df().loc[tid]
+    assert row["reason"] == reason
+    full = f"{type(exc).__name__}: {exc}"
+    assert row["error"] == (full if brief is None else f"{brief} — {full}")
+    with pytest.raises(WorkflowError, match=f"task {tid + 1} failed: {reason}"):
+        await ex.wait_for_async(ex.submit({}, RaisingWorkflow(exc)), raise_on_failure=True)
+    await ex.close_async()

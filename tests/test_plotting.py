@@ -182,6 +182,7 @@ def test_timeline_outlines_failed_tasks_by_default() -> None:
     assert rect[:, :, 0].min(axis=1) == pytest.approx([1.0 - x0, 1.2 - x0], abs=0.02)
     assert rect[:, :, 0].max(axis=1) == pytest.approx([2.5 - x0, 1.4 - x0], abs=0.02)
     assert (rect[:, :, 1].max(axis=1) - rect[:, :, 1].min(axis=1) > 0.5).all()  # around bar
+    assert ax.get_xlim()[0] < 0  # room left of x = 0 for an outline starting there
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend[-2:] == ["failed (2 tasks)", "rejected (1 task)"]
     plain = P.plot_timeline(spans, tasks=tasks, mark_status=False)

@@ -263,7 +263,7 @@ class RemoteInfEngine(InferenceEngine):
             raise NoHealthyServerError(
                 f"no server of {self.name} answered {self.backend.health_endpoint} within "
                 f"{timeouts.setup:g}s (Timeouts.setup). Unreachable: {detail}",
-                endpoint=self.backend.health_endpoint)
+                servers=pending, endpoint=self.backend.health_endpoint)
         for s in pending:
             logger.warning("server %s did not become healthy: %s", s, errors.get(s))
             self.router.mark_down(s)

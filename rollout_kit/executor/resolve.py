@@ -35,42 +35,40 @@ AcceptFn: TypeAlias = "Callable[[Any], bool | Awaitable[bool]]"
 AcceptFnSpec: TypeAlias = "AcceptFn | str"
 
 
-def _accept_all(data: Any) -> None:  # noqa: ARG001 - the default validate hook
-    return None
-
-
 class WorkflowFactory:
     """Gives the workflow instance for each task; ``validate(data)`` checks data at submit.
 
-    ``validate`` is the workflow's own hook (looked up once, on the instance or on the first
-    instance of a class), wrapped so anything it raises reaches the caller as ``ConfigError``.
+    ``validate`` runs the workflow's own hook (on the instance, or on the first instance of
+    a class) when it has one, so anything it raises reaches the caller as ``ConfigError``.
     """
 
-    __slots__ = ("_hook", "_make", "_name")
+    __slots__ = ("_instance", "_make")
 
-    def __init__(self, make: Callable[[], WorkflowLike], probe: object) -> None:
+    def __init__(self, instance: WorkflowLike,
+                 make: Callable[[], WorkflowLike] | None = None) -> None:
+        self._instance = instance  # the shared instance, or the probe of a class
         self._make = make
-        hook = getattr(probe, "validate", None)
-        self._hook: Callable[[Any], object] = hook if callable(hook) else _accept_all
-        self._name = type(probe).__qualname__
 
     def __call__(self) -> WorkflowLike:
-        return self._make()
+        return self._instance if self._make is None else self._make()
 
     def validate(self, data: Any) -> None:
-        """Run the workflow's ``validate(data)``; raise ``ConfigError`` if it refuses.
+        """Run the workflow's ``validate(data)`` if it has one; raise if it refuses.
 
         Raises:
-            ConfigError: what the hook raised (a ``ConfigError`` as is; any other exception
-                wrapped, naming the workflow, with the original as ``__cause__``).
+            ConfigError: what the hook raised (a rollout_kit error as is; any other
+                exception wrapped, naming the workflow, with the original as ``__cause__``).
         """
+        hook = getattr(self._instance, "validate", None)
+        if hook is None:
+            return
         try:
-            self._hook(data)
+            hook(data)
         except RolloutKitError:
             raise
         except Exception as exc:
-            raise ConfigError(f"{self._name}.validate(data) refused the data: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise ConfigError(f"{type(self._instance).__qualname__}.validate(data) refused "
+                              f"the data: {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -161,7 +159,7 @@ def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> Wo
             inst: WorkflowLike = target(**kwargs)
             return inst
 
-        return WorkflowFactory(make, first)
+        return WorkflowFactory(first, make)
     if not is_workflow(target):
         raise ConfigError(
             f"{type(target).__name__} object {_short(target)} is not a workflow: expected an "
@@ -171,7 +169,7 @@ def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> Wo
     if workflow_kwargs:
         raise ConfigError("workflow_kwargs only apply when workflow is a class or import path")
     instance: WorkflowLike = target  # type: ignore[assignment]
-    return WorkflowFactory(lambda: instance, instance)
+    return WorkflowFactory(instance)
 
 
 def resolve_accept_fn(spec: object) -> AcceptFn | None:

@@ -304,11 +304,13 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         handles.append(Patch(facecolor=color, label=kind, hatch=extra.get("hatch")))
     n = len(rows.task)
     unit = "sessions" if by == "session" else "tasks"
-    if mark_status:
-        xmax = max(xmax, _draw_marks(ax, rows, t0, height, xmax * 0.004, unit, handles))
+    xmin, pad = 0.0, xmax * 0.004
+    if mark_status and rows.marked.any():
+        xmax = max(xmax, _draw_marks(ax, rows, t0, height, pad, unit, handles))
+        xmin = -2 * pad if n <= _HATCH_ROWS else 0.0  # room for an outline starting at 0
     if not handles:
         return _no_data(ax, title, "no data (no task was dispatched or started)")
-    ax.set_xlim(0.0, xmax * 1.01 if xmax > 0 else 1.0)
+    ax.set_xlim(xmin, xmax * 1.01 if xmax > 0 else 1.0)
     ax.set_ylim(n - 0.5, -0.5)
     show = labels if labels is not None else n <= _LABEL_ROWS
     if show:

@@ -34,6 +34,8 @@ _MAX_MARKS = 4  # the last few "?" are tried, newest first
 _QUESTION_RE = re.compile(
     rb"[Ww]hat(?: is|'s)\s+(-?\d{1,9})\s*([-+*])\s*(-?\d{1,9})\s*\?\Z")
 _ADD_SLIPS = (1, -1, 2, -2, 10, -10)
+#: token id (< 256) -> its byte; the special ids 0..2 map to 0xfd..0xff, never matched
+_UNSHIFT = bytes((i - BYTE_OFFSET) % 256 for i in range(256))
 
 
 def uniform(key: int, salt: int) -> float:
@@ -51,19 +53,21 @@ def find_question(prompt_ids: Sequence[int]) -> tuple[int, str, int] | None:
     followed by another arithmetic one loses to it.
     """
     n = len(prompt_ids)
-    lo = max(0, n - _TAIL)
-    marks: list[int] = []
-    q = lo - 1
-    while True:
+    tail = prompt_ids[n - _TAIL:] if n > _TAIL else prompt_ids
+    count = tail.count(_QMARK)  # one C-level scan; 0 for most other prompts
+    if not count:
+        return None
+    rev = list(tail)
+    rev.reverse()
+    k = -1
+    for _ in range(min(count, _MAX_MARKS)):  # the last few "?", newest first
+        k = rev.index(_QMARK, k + 1)
+        window = rev[k:k + _WINDOW + 1]
+        window.reverse()
         try:
-            q = prompt_ids.index(_QMARK, q + 1)
-        except ValueError:
-            break
-        marks.append(q)
-    for q in reversed(marks[-_MAX_MARKS:]):
-        window = prompt_ids[max(lo, q - _WINDOW):q + 1]
-        data = bytes([i - BYTE_OFFSET if BYTE_OFFSET <= i < BYTE_OFFSET + 256 else 0
-                      for i in window])
+            data = bytes(window).translate(_UNSHIFT)
+        except ValueError:  # ids 256..258 (bytes 0xfd..0xff: never part of a question)
+            data = bytes([i - BYTE_OFFSET if BYTE_OFFSET <= i < 256 else 0 for i in window])
         m = _QUESTION_RE.search(data)
         if m is not None:
             return int(m.group(1)), m.group(2).decode(), int(m.group(3))

@@ -4,18 +4,25 @@
   spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames.
 - Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
   on the current tracer/task/session carried in ``contextvars``.
-- Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`.
+- Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`, the
+  integer codes of marks and statuses in :mod:`.codes`.
+- :func:`reanchor` prepares a task record traced in another process for :meth:`Tracer.ingest`.
+
+Modules import one way: ``schema`` ← ``codes``, ``phases`` ← ``store`` ← ``live`` (the live
+table: lock, live tasks, sessions, spans) ← ``context`` ← ``scopes`` ← ``tracer`` ←
+``helpers``; ``frames``/``persist`` sit beside ``live`` and feed ``tracer``.
 """
 
 from __future__ import annotations
 
-from . import schema
-from .context import current_session_id, current_task_id, current_tracer
+from . import codes, schema
+from .context import current_session_id, current_task_id
 from .frames import Traces
 from .helpers import annotate, atrace_phase, increment, trace_phase, trace_session
 from .persist import TornTraceWarning, load_traces
 from .phases import phase_color, register_phase, registered_phases
-from .tracer import Tracer
+from .remote import reanchor
+from .tracer import Tracer, current_tracer
 
 __all__ = [
     "TornTraceWarning",
@@ -23,12 +30,14 @@ __all__ = [
     "Traces",
     "annotate",
     "atrace_phase",
+    "codes",
     "current_session_id",
     "current_task_id",
     "current_tracer",
     "increment",
     "load_traces",
     "phase_color",
+    "reanchor",
     "register_phase",
     "registered_phases",
     "schema",

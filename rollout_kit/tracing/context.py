@@ -3,26 +3,35 @@
 asyncio copies the context into every task it creates, so coroutines started with
 ``create_task``/``gather`` inside a task scope see the same task id; every scope that sets a
 variable restores the previous value on exit (AReaL's ``session_context`` never restores).
+
+The tracer variable is typed by :class:`Recorder`, what the scopes need of a tracer, so this
+module depends on the live table only; :func:`~rollout_kit.tracing.tracer.current_tracer`
+returns it typed as a ``Tracer``.
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .tracer import Tracer
+from .live import LiveTable
 
-__all__ = ["current_session_id", "current_task_id", "current_tracer"]
+__all__ = ["SESSION", "TASK", "TRACER", "Recorder", "current_session_id", "current_task_id"]
 
-TRACER: ContextVar[Tracer | None] = ContextVar("rollout_kit_tracer", default=None)
+
+class Recorder(Protocol):
+    """What a scope needs of a tracer: whether it records, and its live table."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def live(self) -> LiveTable: ...
+
+
+TRACER: ContextVar[Recorder | None] = ContextVar("rollout_kit_tracer", default=None)
 TASK: ContextVar[int | None] = ContextVar("rollout_kit_task_id", default=None)
 SESSION: ContextVar[int | None] = ContextVar("rollout_kit_session_id", default=None)
-
-
-def current_tracer() -> Tracer | None:
-    """The tracer of the enclosing ``task_scope``/``session``, or ``None``."""
-    return TRACER.get()
 
 
 def current_task_id() -> int | None:

@@ -1,7 +1,9 @@
 """Build the ``tasks``, ``sessions`` and ``spans`` DataFrames from a store snapshot.
 
 Everything is vectorised over numpy arrays: the sessions/spans of one task are consecutive
-rows, so owner rows come from ``np.repeat`` and per-phase totals from one ``np.bincount``.
+rows, so owner rows come from ``np.repeat``, per-phase sums from one ``np.bincount`` and
+per-phase wall times (the union of a phase's spans) from one near-linear sort of the spans
+that share a ``(task, phase)`` or ``(session, phase)`` with another (:func:`_union_seconds`).
 Column names and order come from :mod:`rollout_kit.tracing.schema`; dtypes are fixed:
 ``status`` and ``phase`` are categoricals, times are ``float64`` seconds since the tracer's
 epoch (NaN when missing), counts are nullable ``Int64``, strings are ``string``.
@@ -132,6 +134,67 @@ def _int_sums(n: int, owner: np.ndarray, col: Any) -> Any:
     return pd.arrays.IntegerArray(sums, counts == 0)
 
 
+def _union_seconds(owner: np.ndarray, phase: np.ndarray, start: np.ndarray, end: np.ndarray,
+                   base: np.ndarray, n: int, n_phase: int) -> np.ndarray:
+    """Wall seconds per ``(owner, phase)``: the length of the union of those spans.
+
+    ``owner`` is a row in ``[0, n)`` per span, or ``-1`` for spans to leave out; an owner (a
+    task or a session) lies within one task, and ``base`` is the earliest span start of
+    the span's task. ``start``/``end``/``base`` are int64 ns. Returns an ``(n, n_phase)``
+    float64 array.
+
+    A span alone in its group is its own union (one ``bincount``). The others are sorted by
+    one int64 key, ``group * width + start - base``: rows are already in task order, so
+    only spans within a task are out of order and the stable sort (timsort) runs in
+    near-linear time. Ends get the same key; a running max of them then restarts at each
+    group by itself, and each span adds what it reaches past the ends before it:
+    ``max(0, end - max(start, running max before))``. Written with few temporaries: this
+    runs over every span of a million-session run.
+    """
+    size = n * n_phase
+    group = owner * n_phase
+    group += phase
+    dur = end - start
+    np.maximum(dur, 0, out=dur)  # a clock step backwards must not count negative time
+    if owner.size and owner.min() < 0:  # spans of no owner (task-level spans, for sessions)
+        keep = owner >= 0
+        group, start, dur, base = group[keep], start[keep], dur[keep], base[keep]
+    multi = np.bincount(group, minlength=size)[group] > 1
+    if not multi.any():
+        return (np.bincount(group, weights=dur, minlength=size) / 1e9).reshape(n, n_phase)
+    out = np.zeros(size)
+    if not multi.all():
+        single = ~multi
+        out += np.bincount(group[single], weights=dur[single], minlength=size)
+        group, start, dur, base = group[multi], start[multi], dur[multi], base[multi]
+    rel_e = start - base
+    rel_e += dur
+    width = int(rel_e.max()) + 1
+    fits = size * width < 2**63
+    if fits:
+        key_e = group * width
+        key_e += rel_e
+        key_s = key_e - dur
+        order = np.argsort(key_s, kind="stable")
+        key_s, key_e, group = key_s[order], key_e[order], group[order]
+        run = np.maximum.accumulate(key_e)  # < (group + 1) * width: restarts at each group
+    else:  # tasks so long that the key would overflow int64: the slower way
+        order = np.lexsort((rel_e - dur, group))
+        key_e, group = rel_e[order], group[order]
+        key_s = key_e - dur[order]
+        run = pd.Series(key_e).groupby(group).cummax().to_numpy()
+    prev = np.empty_like(run)  # running max of the ends before each span, then its gain
+    prev[0] = key_s[0]
+    prev[1:] = run[:-1]
+    if not fits:
+        prev[np.flatnonzero(group[1:] != group[:-1]) + 1] = 0  # first of a group: all of it
+    np.maximum(prev, key_s, out=prev)
+    np.subtract(key_e, prev, out=prev)
+    np.maximum(prev, 0, out=prev)
+    out += np.bincount(group, weights=prev, minlength=size)
+    return (out / 1e9).reshape(n, n_phase)
+
+
 def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     """Build all three frames from ``snap``; times are seconds since ``epoch_ns``."""
     names = phases.registered_phases()
@@ -149,16 +212,20 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     span_sess = np.where(has_sess, sess_first[span_task] + local if n_span else local, -1)
     dur = (snap.span_end - snap.span_start).astype(np.float64) / 1e9
 
-    def phase_totals(owner: np.ndarray, n: int, keep: np.ndarray | None) -> np.ndarray:
-        key = owner * n_phase + snap.span_phase
-        w = dur
-        if keep is not None:
-            key, w = key[keep], w[keep]
-        tot = np.bincount(key, weights=w, minlength=n * n_phase).astype(np.float64)
-        return tot.reshape(n, n_phase)
-
-    task_ph = phase_totals(span_task, n_task, None)
-    sess_ph = phase_totals(span_sess, n_sess, has_sess)
+    # per-phase seconds: wall time (union of the spans) per task and per session, and the
+    # plain sum of span durations per task (parallel sessions add up: session-seconds)
+    task_sum = np.bincount(span_task * n_phase + snap.span_phase, weights=dur,
+                           minlength=n_task * n_phase).astype(np.float64).reshape(n_task, n_phase)
+    span_base = np.empty(0, dtype=np.int64)  # per span: the earliest span start of its task
+    if n_span:
+        with_spans = snap.n_spans > 0
+        span_first = np.cumsum(snap.n_spans) - snap.n_spans
+        span_base = np.repeat(np.minimum.reduceat(snap.span_start, span_first[with_spans]),
+                              snap.n_spans[with_spans])
+    task_wall = _union_seconds(span_task, snap.span_phase, snap.span_start, snap.span_end,
+                               span_base, n_task, n_phase)
+    sess_wall = _union_seconds(span_sess, snap.span_phase, snap.span_start, snap.span_end,
+                               span_base, n_sess, n_phase)
 
     # -- sessions -------------------------------------------------------------------------
     s_start = _seconds(snap.session_start, epoch_ns)
@@ -171,7 +238,7 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         rows, values = snap.session_attrs.get(name, (np.empty(0, np.int64), []))
         s_cols[name] = _column(n_sess, rows, values, dtype)
     for j, ph in enumerate(names):
-        s_cols[S.phase_column(ph)] = sess_ph[:, j]
+        s_cols[S.phase_column(ph)] = sess_wall[:, j]
     for name, (rows, values) in snap.session_attrs.items():
         if name not in s_cols:
             s_cols[name] = _column(n_sess, rows, values, None)
@@ -212,7 +279,9 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         S.COMPLETION_TOKENS: _int_sums(n_task, sess_task, s_cols[S.COMPLETION_TOKENS]),
     }
     for j, ph in enumerate(names):
-        t_cols[S.phase_column(ph)] = task_ph[:, j]
+        t_cols[S.phase_column(ph)] = task_wall[:, j]
+    for j, ph in enumerate(names):
+        t_cols[S.phase_session_column(ph)] = task_sum[:, j]
     for name, (rows, values) in snap.task_attrs.items():
         if name not in t_cols:
             t_cols[name] = _column(n_task, rows, values, None)

@@ -19,6 +19,7 @@ from . import context as ctx
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope
 from .store import AttrValue
+from .tracer import current_tracer
 
 __all__ = ["annotate", "atrace_phase", "increment", "trace_phase", "trace_session"]
 
@@ -44,7 +45,7 @@ def trace_session() -> SessionScope:
 
 def annotate(**attrs: AttrValue) -> None:
     """Set attributes of the current session; no-op when there is none."""
-    tr = ctx.TRACER.get()
+    tr = current_tracer()
     sid = ctx.SESSION.get()
     if tr is not None and sid is not None:
         tr.annotate(sid, **attrs)
@@ -52,7 +53,7 @@ def annotate(**attrs: AttrValue) -> None:
 
 def increment(**counts: int | float) -> None:
     """Add to numeric attributes of the current session; no-op when there is none."""
-    tr = ctx.TRACER.get()
+    tr = current_tracer()
     sid = ctx.SESSION.get()
     if tr is not None and sid is not None:
         tr.increment(sid, **counts)

@@ -2,26 +2,32 @@
 
 A phase is just a name. ``generate``, ``reward`` and ``toolcall`` are built in; any other name
 is registered with :func:`register_phase` or, implicitly, the first time a tracer opens a
-phase of that name. Every registered phase gets a ``<name>_s`` column in the tasks and
-sessions DataFrames without any source edit (AReaL needs four edits per phase).
+phase of that name. Every registered phase gets a ``<name>_s`` (wall time) column in the
+tasks and sessions DataFrames, and a ``<name>_session_s`` (summed session-seconds) column in
+the tasks frame, without any source edit (AReaL needs four edits per phase).
 
 Phases are numbered in registration order; the tracer stores that small integer code per
-span, and the registry is process-wide so codes are shared by every tracer.
+span, and the registry is process-wide so codes are shared by every tracer. Lookups
+(:func:`phase_code` of a known name, :func:`phase_name`) are plain dict/list reads without
+the lock: registration appends the name and colour before it publishes the code.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 
 from ..errors import ConfigError
 from .schema import BUILTIN_PHASES
 
 __all__ = [
     "PALETTE",
+    "is_phase",
     "phase_code",
     "phase_color",
     "phase_name",
+    "phase_names",
     "register_phase",
     "registered_phases",
 ]
@@ -63,26 +69,39 @@ def register_phase(name: str, color: str | None = None) -> None:
         raise ConfigError(f"phase color must be a str such as '#1f77b4', got {color!r}")
     with _lock:
         if name not in _codes:
-            _codes[name] = len(_names)
+            code = len(_names)
             _names.append(name)
-            n_custom = len(_names) - len(BUILTIN_PHASES) - 1
-            _colors[name] = color or PALETTE[n_custom % len(PALETTE)]
+            _colors[name] = color or PALETTE[(code - len(BUILTIN_PHASES)) % len(PALETTE)]
+            _codes[name] = code  # last: a reader that finds the code finds name and colour
         elif color is not None:
             _colors[name] = color
 
 
 def phase_code(name: str) -> int:
-    """The registry code of ``name``, registering the phase on first use."""
-    code = _codes.get(name)
-    if code is None:
+    """The registry code of ``name``, registering the phase on first use.
+
+    A known name costs one dict lookup (no lock).
+    """
+    try:
+        return _codes[name]
+    except KeyError:
         register_phase(name)
-        code = _codes[name]
-    return code
+        return _codes[name]
 
 
 def phase_name(code: int) -> str:
     """The phase name for a registry code."""
     return _names[code]
+
+
+def phase_names() -> Sequence[str]:
+    """Phase names indexed by code: a read-only live view (no copy), for hot loops."""
+    return _names
+
+
+def is_phase(name: str) -> bool:
+    """Whether ``name`` is a registered phase."""
+    return name in _codes
 
 
 def phase_color(name: str) -> str:

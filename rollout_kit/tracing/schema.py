@@ -3,6 +3,17 @@
 Times in frames are float seconds relative to the tracer's epoch (``epoch_ns`` on the
 ``perf_counter_ns`` clock, anchored to wall time by ``wall_epoch``), so
 ``wall_epoch + submit_ts`` is a Unix timestamp.
+
+Per-phase seconds come in two kinds (both ``float64``, 0.0 where the phase never ran):
+
+* ``<phase>_s`` (tasks and sessions frames): **wall time** — the length of the union of the
+  phase's spans within the task (or session). Four samples generating in parallel for
+  1 s each give ``generate_s == 1.0``; it never exceeds the task's ``total_s``.
+* ``<phase>_session_s`` (tasks frame only): **session-seconds** — the plain sum of the
+  task's span durations of that phase, so parallel sessions add up (four parallel 1 s
+  generations give ``generate_session_s == 4.0``), like CPU-seconds. It equals
+  ``<phase>_s`` when the task's spans of that phase never overlap, and the sum of the
+  sessions' ``<phase>_s`` unless spans of one phase overlap inside one session.
 """
 
 from __future__ import annotations
@@ -10,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BUILTIN_PHASES",
     "LIFECYCLE_EVENTS",
+    "PHASE_SESSION_SUFFIX",
     "SCHEMA_VERSION",
     "SESSION_COLUMNS",
     "SPAN_COLUMNS",
@@ -17,6 +29,7 @@ __all__ = [
     "TASK_COLUMNS",
     "TERMINAL_STATUSES",
     "phase_column",
+    "phase_session_column",
 ]
 
 SCHEMA_VERSION = 1
@@ -55,7 +68,8 @@ TASK_COLUMNS = (
     STATUS, REASON, ERROR, WORKER,
     SUBMIT_TS, DISPATCH_TS, START_TS, END_TS, CONSUME_TS,
     QUEUE_S, RUN_S, TOTAL_S, N_SESSIONS, PROMPT_TOKENS, COMPLETION_TOKENS,
-)  # followed by one ``<phase>_s`` column per registered phase, then task attributes
+)  # followed by one ``<phase>_s`` (wall time) column per registered phase, then one
+# ``<phase>_session_s`` (summed session-seconds) per registered phase, then task attributes
 
 # -- sessions frame (index: task_id, session_id) ------------------------------------------
 SERVER = "server"
@@ -68,7 +82,8 @@ RETRIES = "retries"
 SESSION_COLUMNS = (
     STATUS, START_TS, END_TS, TOTAL_S, SERVER, PROMPT_TOKENS, COMPLETION_TOKENS,
     STOP_REASON, TTFT_S, ITL_S, CONTINUATIONS, RETRIES,
-)  # followed by ``<phase>_s`` columns, then any other session attribute
+)  # followed by ``<phase>_s`` (wall time within the session) columns, then any other
+# session attribute
 
 # -- spans frame (tidy, one row per phase span) ----------------------------------------
 PHASE = "phase"
@@ -82,6 +97,22 @@ SPAN_COLUMNS = (TASK_ID, SESSION_ID, PHASE, START, END, DURATION, SERVER, STATUS
                 CLOSED_AT_FINALIZE)
 
 
+PHASE_SESSION_SUFFIX = "_session_s"
+
+
 def phase_column(phase: str) -> str:
-    """The tasks/sessions column holding the total seconds spent in ``phase``."""
+    """The tasks/sessions column holding the wall seconds spent in ``phase``.
+
+    The length of the union of the phase's spans within the task (or session): time
+    during which at least one of its spans of ``phase`` was open.
+    """
     return f"{phase}_s"
+
+
+def phase_session_column(phase: str) -> str:
+    """The tasks column holding the summed session-seconds of ``phase``.
+
+    The sum of the task's span durations of ``phase``: parallel sessions add up, so it can
+    exceed the task's ``total_s`` (see the module docstring).
+    """
+    return f"{phase}{PHASE_SESSION_SUFFIX}"

@@ -1,8 +1,9 @@
-"""Phase and session scopes: each is a sync and async context manager and a decorator.
+"""Task, phase and session scopes: each is a sync and async context manager.
 
-A scope object is cheap; ``Tracer.phase()``/``trace_phase()`` make a new one per use, and
-the decorator form makes a new one per call, so the same decorated function can run
-concurrently in many coroutines.
+Phase and session scopes are also decorators. A scope object is cheap;
+``Tracer.phase()``/``trace_phase()`` make a new one per use, and the decorator form makes a
+new one per call, so the same decorated function can run concurrently in many coroutines.
+Scopes reach the tracer's state only through its :class:`~.live.LiveTable` (``tracer.live``).
 """
 
 from __future__ import annotations
@@ -14,19 +15,16 @@ from collections.abc import Callable
 from contextvars import Token
 from time import perf_counter_ns
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from ..errors import TraceStateError, UnknownTaskIdError
+from ..errors import TraceStateError
 from . import context as ctx
+from .codes import CANCELLED, FAILED
+from .context import Recorder
+from .live import CLOSED, ENDED, NEW, NOOP, OPEN, LiveSession, LiveSpan
 from .store import FLAG_RAISED
 
-if TYPE_CHECKING:
-    from .tracer import Tracer, _LiveSession, _LiveTask
-
-__all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "PhaseScope", "SessionScope"]
-
-# PhaseScope states
-NEW, OPEN, ENDED, CLOSED, NOOP = range(5)  # CLOSED: by finalize; NOOP: nothing to attach to
+__all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "PhaseScope", "SessionScope", "TaskScope"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,77 +44,92 @@ def _decorate(make: Callable[[], Any], fn: F) -> F:
     return cast(F, wrapper)
 
 
-class PhaseScope:
+class TaskScope:
+    """Makes a task (and its tracer) current; restores the previous values on exit."""
+
+    __slots__ = ("_task_id", "_tokens", "_tracer")
+
+    def __init__(self, tracer: Recorder, task_id: int) -> None:
+        self._tracer = tracer
+        self._task_id = task_id
+        self._tokens: tuple[Token[Any], Token[Any], Token[Any]] | None = None
+
+    def __enter__(self) -> int:
+        tr, tid = self._tracer, self._task_id
+        if tr.enabled and tid not in tr.live.tasks:
+            raise tr.live.not_live(tid, "task_scope")
+        self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(None))
+        return tid
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        tokens, self._tokens = self._tokens, None
+        if tokens is not None:
+            ctx.SESSION.reset(tokens[2])
+            ctx.TASK.reset(tokens[1])
+            ctx.TRACER.reset(tokens[0])
+
+    async def __aenter__(self) -> int:
+        return self.__enter__()
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.__exit__(et, ev, tb)
+
+
+class PhaseScope(LiveSpan):
     """One span of phase ``code``; see :meth:`Tracer.phase`.
 
     With ``tracer=None`` the current tracer is used; with ``session_id=None`` the current
-    session, else the current task; with none of them the scope records nothing.
+    session, else the current task; with none of them the scope records nothing. The scope
+    is itself the :class:`~.live.LiveSpan` its tracer's live table opens and closes;
+    ``state`` is ``NEW``, ``NOOP`` (entered, nothing to attach to), ``OPEN``, ``ENDED`` or
+    ``CLOSED`` (by ``finalize`` of its task).
     """
 
-    __slots__ = ("_code", "_local", "_name", "_sid", "_start", "_state", "_task", "_tracer")
+    __slots__ = ("_name", "_sid", "_tracer")
 
-    def __init__(self, tracer: Tracer | None, name: str, code: int,
+    def __init__(self, tracer: Recorder | None, name: str, code: int,
                  session_id: int | None) -> None:
         self._tracer = tracer
         self._name = name
-        self._code = code
         self._sid = session_id
-        self._task: _LiveTask | None = None
-        self._local = -1
-        self._start = 0
-        self._state = NEW
+        self.code = code
+        self.state = NEW
+        self.task = None
+
+    @property
+    def name(self) -> str:
+        """The phase name."""
+        return self._name
 
     def __enter__(self) -> PhaseScope:
-        if self._state != NEW:
+        if self.state != NEW:
             raise TraceStateError(f"phase {self._name!r}: this scope was already entered")
-        self._state = NOOP
-        tr = self._tracer
-        cur = ctx.TRACER.get()
-        if tr is None:
-            tr = cur
+        self.state = NOOP
+        tr, sid, tid = self._tracer, self._sid, None
+        if tr is None or sid is None:
+            cur = ctx.TRACER.get()
             if tr is None:
-                return self
-        if not tr.enabled:
-            return self
-        sid = self._sid
-        if sid is None and cur is tr:
-            sid = ctx.SESSION.get()
-        with tr._lock:
-            if sid is not None:
-                sess = tr._sessions.get(sid)
-                if sess is None:
-                    raise TraceStateError(
-                        f"phase {self._name!r}: session {sid} is unknown or its task is finalized")
-                task = sess.task
-                self._local = sess.local
-            else:
-                tid = ctx.TASK.get() if cur is tr else None
-                if tid is None:
+                if cur is None:
                     return self
-                task = tr._live.get(tid)  # type: ignore[assignment]
-                if task is None:
-                    raise UnknownTaskIdError(
-                        f"phase {self._name!r}: task {tid} is not live in this tracer")
-            self._task = task
-            task.open.append(self)
-            self._state = OPEN
-            self._start = perf_counter_ns()
+                tr = cur
+            if sid is None:
+                if cur is not tr:
+                    return self
+                sid = ctx.SESSION.get()
+                if sid is None:
+                    tid = ctx.TASK.get()
+                    if tid is None:
+                        return self
+        if tr.enabled:
+            tr.live.open_span(self, self._name, sid, tid)
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
-        end = perf_counter_ns()
-        task = self._task
-        if task is None:
-            return
-        with task.lock:
-            if self._state != OPEN:  # closed by finalize meanwhile
-                return
-            self._state = ENDED
-            self._task = None
-            task.open.remove(self)
-            task.spans.append((self._local, self._code, self._start, end,
-                               FLAG_RAISED if et is not None else 0))
+        if self.task is not None:
+            self.close(perf_counter_ns(), FLAG_RAISED if et is not None else 0)
 
     async def __aenter__(self) -> PhaseScope:
         return self.__enter__()
@@ -127,7 +140,7 @@ class PhaseScope:
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: every call of ``fn`` is one span."""
-        tracer, name, code, sid = self._tracer, self._name, self._code, self._sid
+        tracer, name, code, sid = self._tracer, self._name, self.code, self._sid
         return _decorate(lambda: PhaseScope(tracer, name, code, sid), fn)
 
 
@@ -141,11 +154,11 @@ class SessionScope:
 
     __slots__ = ("_sess", "_strict", "_task_id", "_tokens", "_tracer")
 
-    def __init__(self, tracer: Tracer | None, task_id: int | None, strict: bool) -> None:
+    def __init__(self, tracer: Recorder | None, task_id: int | None, strict: bool) -> None:
         self._tracer = tracer
         self._task_id = task_id
         self._strict = strict
-        self._sess: _LiveSession | None = None
+        self._sess: LiveSession | None = None
         self._tokens: tuple[Token[Any], Token[Any], Token[Any]] | None = None
 
     def __enter__(self) -> int | None:
@@ -161,7 +174,7 @@ class SessionScope:
                     raise TraceStateError(
                         "session() needs a task: pass task_id or enter task_scope() first")
                 return None
-        sess = tr._new_session(tid)
+        sess = tr.live.new_session(tid)
         self._sess = sess
         self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(sess.session_id))
         return sess.session_id
@@ -174,13 +187,8 @@ class SessionScope:
         self._sess = self._tokens = None
         status = None
         if et is not None:
-            status = 3 if not issubclass(et, asyncio.CancelledError) else 4  # failed/cancelled
-        end = perf_counter_ns()
-        with sess.task.lock:
-            if sess.end is None:
-                sess.end = end
-            if status is not None and sess.status is None:
-                sess.status = status
+            status = CANCELLED if issubclass(et, asyncio.CancelledError) else FAILED
+        sess.finish(perf_counter_ns(), status)
         ctx.SESSION.reset(tokens[2])
         ctx.TASK.reset(tokens[1])
         ctx.TRACER.reset(tokens[0])

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ConfigError, TraceSchemaError
 from . import phases
-from .schema import LIFECYCLE_EVENTS, SCHEMA_VERSION, STATUSES
+from .schema import LIFECYCLE_EVENTS, PHASE_SESSION_SUFFIX, SCHEMA_VERSION, STATUSES
 
 __all__ = [
     "FLAG_CLOSED_AT_FINALIZE",
@@ -81,7 +81,9 @@ def check_attrs(attrs: Mapping[str, object], reserved: frozenset[str]) -> None:
             )
         if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
             raise ConfigError(f"trace attribute {name!r}={value} does not fit in 64 bits")
-        if name in reserved or (name.endswith("_s") and name[:-2] in phases._codes):
+        if name in reserved or (name.endswith("_s") and name[:-2] in phases._codes) or (
+                name.endswith(PHASE_SESSION_SUFFIX)
+                and name[: -len(PHASE_SESSION_SUFFIX)] in phases._codes):
             raise ConfigError(f"trace attribute name {name!r} is reserved for a computed column")
 
 

@@ -13,8 +13,9 @@ Usage::
     tr.finalize(0, "accepted")
     tr.tasks_df()
 
-Live state (tasks not yet finalized, their sessions, open phases) lives in small slotted
-objects; ``finalize`` moves a task with its sessions and spans into the columnar
+Live state (tasks not yet finalized, their sessions, open phases) lives in the tracer's
+:class:`~rollout_kit.tracing.live.LiveTable` (``tracer.live``), which the scopes use too;
+``finalize`` moves a task with its sessions and spans into the columnar
 :class:`~rollout_kit.tracing.store.Store` and drops the live objects, so memory per finished
 session is a few hundred bytes and nothing grows per finished task except the records and a
 one-bit-per-id "seen" bitmap.
@@ -36,7 +37,6 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from contextvars import Token
 from pathlib import Path
 from time import perf_counter_ns
 from types import TracebackType
@@ -44,103 +44,31 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import (
-    ConfigError,
-    DuplicateTaskIdError,
-    TraceStateError,
-    UnknownTaskIdError,
-    truncate,
-)
+from ..errors import ConfigError, TraceStateError, UnknownTaskIdError, truncate
 from ..ids import validate_task_id
 from . import context as ctx
 from . import schema as S
+from .codes import EVENT_CODES, PENDING, STATUS_CODES
 from .frames import Traces, build_traces
+from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from .persist import append_records
 from .phases import phase_code
-from .scopes import CLOSED, ENDED, NEW, OPEN, PhaseScope, SessionScope
-from .store import (
-    EVENT_CODES,
-    FLAG_CLOSED_AT_FINALIZE,
-    FORMAT,
-    MISSING,
-    STATUS_CODES,
-    AttrValue,
-    IdSet,
-    SessionRow,
-    SpanRow,
-    Store,
-    check_attrs,
-    check_counts,
-)
+from .scopes import PhaseScope, SessionScope, TaskScope
+from .store import FORMAT, AttrValue, Store, check_attrs, check_counts
 
-__all__ = ["Tracer"]
+__all__ = ["Tracer", "current_tracer"]
 
 MAX_ERROR_CHARS = 2000
 _TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
 _SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
                                S.TOTAL_S})
 _INT63 = 2**63
-_PENDING = 0
 
 
-class _LiveTask:
-    __slots__ = ("attrs", "lock", "marks", "open", "sessions", "spans", "task_id", "wcode")
-
-    def __init__(self, task_id: int, lock: threading.Lock, now: int, wcode: int) -> None:
-        self.task_id = task_id
-        self.wcode = wcode
-        self.lock = lock
-        self.marks = [now, MISSING, MISSING, MISSING, MISSING]
-        self.attrs: dict[str, AttrValue] | None = None
-        self.sessions: list[_LiveSession] = []
-        self.spans: list[SpanRow] = []
-        self.open: list[PhaseScope] = []
-
-
-class _LiveSession:
-    __slots__ = ("attrs", "end", "local", "session_id", "start", "status", "task")
-
-    def __init__(self, session_id: int, task: _LiveTask, local: int, start: int) -> None:
-        self.session_id = session_id
-        self.task = task
-        self.local = local
-        self.start = start
-        self.end: int | None = None
-        self.status: int | None = None
-        self.attrs: dict[str, AttrValue] | None = None
-
-
-class _TaskScope:
-    """Makes a task (and its tracer) current; restores the previous values on exit."""
-
-    __slots__ = ("_task_id", "_tokens", "_tracer")
-
-    def __init__(self, tracer: Tracer, task_id: int) -> None:
-        self._tracer = tracer
-        self._task_id = task_id
-        self._tokens: tuple[Token[Any], Token[Any], Token[Any]] | None = None
-
-    def __enter__(self) -> int:
-        tr, tid = self._tracer, self._task_id
-        if tr.enabled and tid not in tr._live:
-            raise tr._not_live(tid, "task_scope")
-        self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(None))
-        return tid
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        tokens, self._tokens = self._tokens, None
-        if tokens is not None:
-            ctx.SESSION.reset(tokens[2])
-            ctx.TASK.reset(tokens[1])
-            ctx.TRACER.reset(tokens[0])
-
-    async def __aenter__(self) -> int:
-        return self.__enter__()
-
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        self.__exit__(et, ev, tb)
+def current_tracer() -> Tracer | None:
+    """The tracer of the enclosing ``task_scope``/``session``, or ``None``."""
+    tr = ctx.TRACER.get()
+    return tr if isinstance(tr, Tracer) else None
 
 
 class Tracer:
@@ -172,11 +100,8 @@ class Tracer:
         self.flush_threshold = flush_threshold
         self.worker = worker
         self.enabled = bool(enabled)
-        self._lock = threading.Lock()
+        self.live = LiveTable()
         self._io_lock = threading.Lock()
-        self._live: dict[int, _LiveTask] = {}
-        self._sessions: dict[int, _LiveSession] = {}
-        self._next_sid = 0
         self._start_epoch()
 
     def _start_epoch(self) -> None:
@@ -184,7 +109,7 @@ class Tracer:
         self.epoch_ns = perf_counter_ns()
         self._store = Store()
         self._wcode = self._store.worker_code(self.worker)
-        self._done = IdSet()
+        self.live.restart()
         self._cursor = (0, 0, 0, 0)
         if self.path is not None:
             try:
@@ -218,15 +143,10 @@ class Tracer:
         if attrs:
             check_attrs(attrs, _TASK_RESERVED)
         now = perf_counter_ns()
-        with self._lock:
-            if task_id in self._live or task_id in self._done:
-                state = "live" if task_id in self._live else "already finalized"
-                raise DuplicateTaskIdError(f"task_id {task_id} is {state} in this tracer")
+        live = self.live
+        with live.lock:
             wcode = self._wcode if worker is None else self._store.worker_code(worker)
-            t = _LiveTask(task_id, self._lock, now, wcode)
-            if attrs:
-                t.attrs = attrs
-            self._live[task_id] = t
+            live.add_task(task_id, now, wcode, attrs)
 
     def annotate_task(self, task_id: int | None = None, **attrs: AttrValue) -> None:
         """Set attributes of a live task (the current task when ``task_id`` is None).
@@ -241,10 +161,11 @@ class Tracer:
             task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
             if task_id is None:
                 raise TraceStateError("annotate_task(): no task_id given and no current task")
-        with self._lock:
-            t = self._live.get(task_id)
+        live = self.live
+        with live.lock:
+            t = live.tasks.get(task_id)
             if t is None:
-                raise self._not_live(task_id, "annotate_task")
+                raise live.not_live(task_id, "annotate_task")
             if t.attrs is None:
                 t.attrs = {}
             t.attrs.update(attrs)
@@ -268,12 +189,13 @@ class Tracer:
             ts_ns = perf_counter_ns()
         elif isinstance(ts_ns, bool) or not isinstance(ts_ns, int):
             raise ConfigError(f"ts_ns must be an int from perf_counter_ns(), got {ts_ns!r}")
-        with self._lock:
-            t = self._live.get(task_id)
+        live = self.live
+        with live.lock:
+            t = live.tasks.get(task_id)
             if t is not None:
                 t.marks[code] = ts_ns
                 return
-            if validate_task_id(task_id) in self._done:
+            if validate_task_id(task_id) in live.done:
                 self._store.add_mark(task_id, self._wcode, code, ts_ns)
                 flush = self.path is not None and self._pending_records() >= self.flush_threshold
             else:
@@ -297,8 +219,8 @@ class Tracer:
         """
         if not self.enabled:
             return
-        code = STATUS_CODES.get(status, _PENDING)
-        if code == _PENDING:
+        code = STATUS_CODES.get(status, PENDING)
+        if code == PENDING:
             raise ConfigError(f"unknown final status {status!r}; use one of "
                               f"{sorted(S.TERMINAL_STATUSES)}")
         if reason is not None and not isinstance(reason, str):
@@ -309,49 +231,13 @@ class Tracer:
         elif error is not None:
             err = truncate(str(error), MAX_ERROR_CHARS)
         now = perf_counter_ns()
-        with self._lock:
-            t = self._live.pop(task_id, None)
-            if t is None:
-                if validate_task_id(task_id) in self._done:
-                    raise TraceStateError(f"task_id {task_id} was already finalized")
-                raise UnknownTaskIdError(
-                    f"finalize(): task_id {task_id} was never registered in this tracer")
-            self._done.add(task_id)
-            self._commit(self._store, t, code, reason, err, now)
-            for s in t.sessions:
-                del self._sessions[s.session_id]
+        with self.live.lock:
+            self.live.pop_task(task_id).commit(self._store, code, reason, err, now)
             flush = self.path is not None and self._pending_records() >= self.flush_threshold
         if flush:
             self.flush()
 
-    def _commit(self, store: Store, t: _LiveTask, code: int, reason: str | None,
-                err: str | None, now: int | None) -> None:
-        """Write ``t`` into ``store``; ``now=None`` snapshots a live task as pending."""
-        marks = t.marks
-        spans = t.spans
-        if now is not None:
-            if marks[3] == MISSING:
-                marks[3] = now
-            for sc in t.open:
-                spans.append((sc._local, sc._code, sc._start, now, FLAG_CLOSED_AT_FINALIZE))
-                sc._task = None
-                sc._state = CLOSED
-            t.open = []
-        sessions: list[SessionRow] = []
-        for s in t.sessions:
-            end = s.end if s.end is not None else (now if now is not None else MISSING)
-            sessions.append((s.session_id, code if s.status is None else s.status,
-                             s.start, end, s.attrs or {}))
-        store.commit(t.task_id, code, t.wcode, marks, reason, err, t.attrs or {},
-                     sessions, spans)
-
-    def _not_live(self, task_id: object, what: str) -> Exception:
-        tid = validate_task_id(task_id)
-        if tid in self._done:
-            return TraceStateError(f"{what}: task_id {tid} is already finalized")
-        return UnknownTaskIdError(f"{what}: task_id {tid} was never registered in this tracer")
-
-    def task_scope(self, task_id: int) -> _TaskScope:
+    def task_scope(self, task_id: int) -> TaskScope:
         """Context manager making ``task_id`` (and this tracer) current; restores on exit.
 
         Usable with ``with`` and ``async with``; the executor wraps each workflow run in it,
@@ -360,7 +246,7 @@ class Tracer:
         Raises:
             UnknownTaskIdError: the task is not registered (TraceStateError if finalized).
         """
-        return _TaskScope(self, task_id)
+        return TaskScope(self, task_id)
 
     # -- sessions -------------------------------------------------------------------------
     def register_session(self, task_id: int | None = None) -> int:
@@ -372,27 +258,12 @@ class Tracer:
             TraceStateError: no task given and none current; UnknownTaskIdError: not live.
         """
         if not self.enabled:
-            with self._lock:
-                self._next_sid += 1
-                return self._next_sid - 1
+            return self.live.next_session_id()
         if task_id is None:
             task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
             if task_id is None:
                 raise TraceStateError("register_session(): no task_id and no current task")
-        return self._new_session(task_id).session_id
-
-    def _new_session(self, task_id: int) -> _LiveSession:
-        now = perf_counter_ns()
-        with self._lock:
-            t = self._live.get(task_id)
-            if t is None:
-                raise self._not_live(task_id, "register_session")
-            sid = self._next_sid
-            self._next_sid = sid + 1
-            s = _LiveSession(sid, t, len(t.sessions), now)
-            t.sessions.append(s)
-            self._sessions[sid] = s
-        return s
+        return self.live.new_session(task_id).session_id
 
     def end_session(self, session_id: int, status: str | None = None) -> None:
         """End a session registered with :meth:`register_session` (optionally set status).
@@ -407,7 +278,7 @@ class Tracer:
         if status is not None and not code:
             raise ConfigError(f"unknown session status {status!r}")
         now = perf_counter_ns()
-        with self._lock:
+        with self.live.lock:
             s = self._session(session_id, "end_session")
             if s.end is not None:
                 raise TraceStateError(f"session {session_id} already ended")
@@ -425,16 +296,13 @@ class Tracer:
         """
         return SessionScope(self, task_id, strict=True)
 
-    def _session(self, session_id: int | None, what: str) -> _LiveSession:
+    def _session(self, session_id: int | None, what: str) -> LiveSession:
+        """The live session ``session_id`` or the current one (caller holds the lock)."""
         if session_id is None:
             session_id = ctx.SESSION.get() if ctx.TRACER.get() is self else None
             if session_id is None:
                 raise TraceStateError(f"{what}(): no session_id given and no current session")
-        s = self._sessions.get(session_id)
-        if s is None:
-            raise TraceStateError(
-                f"{what}(): session {session_id!r} is unknown or its task is finalized")
-        return s
+        return self.live.session(session_id, what)
 
     def annotate(self, session_id: int | None = None, **attrs: AttrValue) -> None:
         """Set attributes of a session (current session when None), e.g. ``server=...``.
@@ -448,12 +316,8 @@ class Tracer:
         if not self.enabled or not attrs:
             return
         check_attrs(attrs, _SESSION_RESERVED)
-        with self._lock:
-            s = self._session(session_id, "annotate")
-            if s.attrs is None:
-                s.attrs = dict(attrs)
-            else:
-                s.attrs.update(attrs)
+        with self.live.lock:
+            self._session(session_id, "annotate").annotate(attrs)
 
     def increment(self, session_id: int | None = None, **counts: int | float) -> None:
         """Add to numeric session attributes, e.g. ``prompt_tokens=12, retries=1``.
@@ -464,17 +328,8 @@ class Tracer:
         if not self.enabled or not counts:
             return
         check_counts(counts, _SESSION_RESERVED)
-        with self._lock:
-            s = self._session(session_id, "increment")
-            if s.attrs is None:
-                s.attrs = {}
-            a = s.attrs
-            for k, v in counts.items():
-                old = a.get(k)
-                if old is not None and (isinstance(old, bool) or
-                                        not isinstance(old, int | float)):
-                    raise ConfigError(f"increment({k}=...): attribute holds {old!r}")
-                a[k] = v if old is None else old + v
+        with self.live.lock:
+            self._session(session_id, "increment").increment(counts)
 
     # -- phases ---------------------------------------------------------------------------
     def phase(self, name: str, session_id: int | None = None) -> PhaseScope:
@@ -501,23 +356,23 @@ class Tracer:
         if not isinstance(handle, PhaseScope):
             raise TraceStateError(f"end_phase() needs a handle from begin_phase(), got "
                                   f"{handle!r}")
-        state = handle._state
+        state = handle.state
         if state == NEW:
-            raise TraceStateError(f"phase {handle._name!r} was never started")
+            raise TraceStateError(f"phase {handle.name!r} was never started")
         if state == ENDED:
-            raise TraceStateError(f"phase {handle._name!r} was already ended")
+            raise TraceStateError(f"phase {handle.name!r} was already ended")
         if state == OPEN:
             handle.__exit__(None, None, None)
 
     # -- frames ---------------------------------------------------------------------------
     def frames(self) -> Traces:
         """All three DataFrames; live (unfinalized) tasks appear with status ``pending``."""
-        with self._lock:
+        with self.live.lock:
             store = self._store
-            if self._live:
+            if self.live.tasks:
                 store = store.copy()
-                for t in self._live.values():
-                    self._commit(store, t, _PENDING, None, None, None)
+                for t in self.live.tasks.values():
+                    t.commit(store, PENDING, None, None, None)
             snap = store.snapshot()
         return build_traces(snap, self.epoch_ns, self.wall_epoch)
 
@@ -542,7 +397,7 @@ class Tracer:
         if self.path is None:
             return
         with self._io_lock:
-            with self._lock:
+            with self.live.lock:
                 recs, self._cursor = self._store.records(self.epoch_ns, *self._cursor)
             if recs:
                 append_records(self.path, recs)
@@ -555,7 +410,7 @@ class Tracer:
         tasks stay here until they are finalized.
         """
         with self._io_lock:
-            with self._lock:
+            with self.live.lock:
                 recs, _cursor = self._store.records(self.epoch_ns, *self._cursor)
                 drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
                 self._store = Store()
@@ -579,7 +434,7 @@ class Tracer:
             TraceSchemaError: malformed records or no header first.
         """
         recs = list(records)
-        with self._lock:
+        with self.live.lock:
             n = self._store.ingest(recs, self.epoch_ns, self.wall_epoch)
             flush = self.path is not None and self._pending_records() >= self.flush_threshold
         if flush:
@@ -592,9 +447,7 @@ class Tracer:
         Safe at any time, e.g. when a notebook cell is re-run: tasks still live stay live
         and are recorded when finalized; finished task ids may be registered again.
         """
-        with self._io_lock, self._lock:
-            if not self._sessions:
-                self._next_sid = 0
+        with self._io_lock, self.live.lock:
             self._start_epoch()
 
     def close(self) -> None:
@@ -611,9 +464,9 @@ class Tracer:
     @property
     def stats(self) -> dict[str, int]:
         """Counts: live tasks/sessions, finished tasks/sessions/spans, unwritten records."""
-        with self._lock:
+        with self.live.lock:
             return {
-                "live_tasks": len(self._live), "live_sessions": len(self._sessions),
+                "live_tasks": len(self.live.tasks), "live_sessions": len(self.live.sessions),
                 "tasks": len(self._store), "sessions": self._store.n_sessions,
                 "spans": self._store.n_spans,
                 "unwritten": self._pending_records() if self.path is not None else 0,
@@ -621,8 +474,9 @@ class Tracer:
 
     def __len__(self) -> int:
         """Number of tasks, finished and live."""
-        return len(self._store) + len(self._live)
+        return len(self._store) + len(self.live.tasks)
 
     def __repr__(self) -> str:
+        path = os.fspath(self.path) if self.path else None
         return (f"Tracer(worker={self.worker!r}, tasks={len(self._store)}, "
-                f"live={len(self._live)}, path={os.fspath(self.path) if self.path else None!r})")
+                f"live={len(self.live.tasks)}, path={path!r})")

@@ -117,6 +117,10 @@ class SingleTurnWorkflow(RolloutWorkflow):
             ConfigError: ``data`` is not a non-empty ``str`` nor a mapping with a non-empty
                 str ``prompt_key`` or non-empty ``input_ids``; the message shows the shape.
         """
+        if type(data) is dict and "input_ids" not in data:  # the common case, fast
+            text = data.get(self.prompt_key)
+            if type(text) is str and text:
+                return
         if isinstance(data, str):
             if not data:
                 raise ConfigError(f"data is an empty str; expected {self._shape_hint()}")

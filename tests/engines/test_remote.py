@@ -191,7 +191,16 @@ async def test_dead_server_leaves_rotation_and_is_probed_back() -> None:
         assert {o.server for o in out} == set(engine.servers)
 
 
-async def test_thousand_concurrent_requests_on_one_engine() -> None:
+async def test_thousand_concurrent_requests_on_one_engine(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,200 requests open at once on one engine: no client-side limit, no retry.
+
+    The simulator holds every admitted sequence until all 1,200 are admitted, so they are
+    provably concurrent however slowly this machine pushes them through (no race between
+    sending the last request and the first ones finishing). Only the holding is timed, by
+    the test's own timeout: a request timeout would measure the machine, not the engine.
+    """
+    n = 1200
     peak = 0
 
     async def watch(engine: Any) -> None:
@@ -201,12 +210,24 @@ async def test_thousand_concurrent_requests_on_one_engine() -> None:
             await asyncio.sleep(0.005)
 
     async with serve("sglang", n=1, itl_s=0.1, jitter_cv=0.0, max_num_seqs=2048) as cluster, \
-            make_engine("sglang", cluster.addresses) as engine:
+            make_engine("sglang", cluster.addresses,
+                        timeouts=Timeouts(request=600, total=600, setup=5, health=1)) as engine:
+        sim = cluster[0].engine
+        all_admitted = asyncio.Event()
+        run = sim.run
+
+        async def held_run(seq: Any, emit: Any) -> None:
+            if sim.running >= n:
+                all_admitted.set()
+            await all_admitted.wait()
+            await run(seq, emit)
+
+        monkeypatch.setattr(sim, "run", held_run)
         watcher = asyncio.create_task(watch(engine))
         out = await asyncio.gather(*(engine.generate_async(req(f"prompt {i}", max_new_tokens=4))
-                                     for i in range(1200)))
+                                     for i in range(n)))
         watcher.cancel()
-    assert len(out) == 1200 and all(1 <= len(o.output_tokens) <= 4 for o in out)
+    assert len(out) == n and all(1 <= len(o.output_tokens) <= 4 for o in out)
     assert peak >= 1000 and all(o.retries == 0 for o in out)
 
 

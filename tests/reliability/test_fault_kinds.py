@@ -8,7 +8,6 @@ fault; a 4xx is never retried. ``Retry-After`` on 429/503 is honoured.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -35,7 +34,12 @@ pytestmark = pytest.mark.timeout(60)
 
 MAX_RETRIES = 3
 RETRY_AFTER_S = 0.2
-REQUEST_TIMEOUT_S = 0.5
+#: The request timeout of the ``hang`` case: the fault it turns into an error.
+HANG_TIMEOUT_S = 0.5
+#: Every other kind fails by itself; its timeout only bounds the test. It must never fire
+#: because the machine is slow: a busy 2-core machine can take seconds per request, and a
+#: timeout would then pass for a fault of the wrong class (``EngineTimeoutError``).
+NO_TIMEOUT_S = 60.0
 
 # name -> (FaultPlan settings at rate r, expected error class, expected status or None)
 FAULTS: dict[str, tuple[Any, type[EngineError], int | None]] = {
@@ -75,7 +79,10 @@ async def test_fault_kind(kind: str, rate: float, flavour: ApiName) -> None:
     settings, err_cls, status = FAULTS[kind]
     plan = FaultPlan(seed=7, **settings(rate))
     retry = RetryPolicy(max_retries=MAX_RETRIES, initial_delay=0.01, max_delay=0.5, jitter=0.1)
-    timeouts = Timeouts(request=REQUEST_TIMEOUT_S, total=10.0, setup=5.0, health=1.0)
+    request_timeout = HANG_TIMEOUT_S if kind == "hang" else NO_TIMEOUT_S
+    timeouts = Timeouts(request=request_timeout,
+                        total=(MAX_RETRIES + 1) * (request_timeout + 1.0) + 5.0,
+                        setup=5.0, health=1.0)
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=8), tokenizer=TOK)
     t0 = time.perf_counter()
     async with serve(flavour, 2, time_scale=0.01, faults=plan) as cluster, \
@@ -115,10 +122,12 @@ async def test_fault_kind(kind: str, rate: float, flavour: ApiName) -> None:
     if rate >= 0.5:
         assert retried > 0, "a 50 % fault rate caused no retry at all"
         assert ledger.statuses["accepted"] > 0
-    # every failure costs at most MAX_RETRIES + 1 attempts, each bounded by the request
-    # timeout, plus backoffs: well under the batch bound
-    bound = (MAX_RETRIES + 1) * (REQUEST_TIMEOUT_S + 0.5) * math.ceil(n_tasks / 32) + 5
-    assert wall < bound, f"{wall:.1f} s > {bound:.1f} s"
+    if kind == "hang":
+        # every failure costs MAX_RETRIES + 1 attempts, each ended by the request timeout
+        for r in results:
+            if r.status == "failed":
+                spent = float(sessions.loc[r.task_id, "generate_s"])
+                assert spent >= (MAX_RETRIES + 1) * HANG_TIMEOUT_S * 0.95, (r.task_id, spent)
     record(f"2. fault {kind} at {rate:.0%} ({flavour}, streamed)",
            load=f"{n_tasks} tasks, 2 servers, concurrency 32",
            faults=f"{kind} on {rate:.0%} of requests, max_retries={MAX_RETRIES}",

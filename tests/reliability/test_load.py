@@ -41,13 +41,34 @@ def rss_mb() -> float:
     return pages * resource.getpagesize() / 2**20
 
 
-async def ticker(lags: list[float], stop: asyncio.Event) -> None:
-    """Sleep 10 ms in a loop and record how late each wake-up is."""
+def runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but not running (Linux schedstat).
+
+    That is time the OS gave the CPU to other processes: a loaded machine, not a stall of the
+    event loop. 0.0 where ``/proc/thread-self/schedstat`` is missing.
+    """
+    try:
+        with open("/proc/thread-self/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def ticker(lags: list[float], stop: asyncio.Event,
+                 wall_lags: list[float] | None = None) -> None:
+    """Sleep 10 ms in a loop and record how late each wake-up is.
+
+    ``lags`` leaves out the time the loop's thread waited for a CPU (other processes ran):
+    what remains is the loop being busy or blocked. ``wall_lags`` gets the plain lateness.
+    """
     loop = asyncio.get_running_loop()
     while not stop.is_set():
-        t = loop.time()
+        t, w = loop.time(), runqueue_wait_s()
         await asyncio.sleep(TICK_S)
-        lags.append(loop.time() - t - TICK_S)
+        late = loop.time() - t - TICK_S
+        lags.append(max(0.0, late - (runqueue_wait_s() - w)))
+        if wall_lags is not None:
+            wall_lags.append(late)
 
 
 async def test_high_concurrency_no_client_limits(caplog: pytest.LogCaptureFixture) -> None:
@@ -57,6 +78,7 @@ async def test_high_concurrency_no_client_limits(caplog: pytest.LogCaptureFixtur
     assert soft >= 2 * conc + 256, f"RLIMIT_NOFILE soft limit {soft} is too low for {conc}"
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=4), tokenizer=TOK)
     lags: list[float] = []
+    wall_lags: list[float] = []
     stop = asyncio.Event()
     rss0 = rss_mb()
     peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -66,7 +88,7 @@ async def test_high_concurrency_no_client_limits(caplog: pytest.LogCaptureFixtur
                         timeouts=Timeouts(request=120, total=300, setup=5, health=5)) as engine, \
             RolloutController(engine, tracer=Tracer(),
                               executor_config=ExecutorConfig(max_concurrent_rollouts=conc)) as ctl:
-        tick = asyncio.create_task(ticker(lags, stop))
+        tick = asyncio.create_task(ticker(lags, stop, wall_lags))
         t0 = time.perf_counter()
         results = await ctl.rollout_batch_async([{"prompt": f"q{i}"} for i in range(n)], wf,
                                                 timeout=pick(100, 550))
@@ -88,10 +110,13 @@ async def test_high_concurrency_no_client_limits(caplog: pytest.LogCaptureFixtur
     # bounded, not a benchmark: a few hundred bytes of trace per task, sockets and buffers
     assert rss1 - rss0 < 1024, f"RSS grew by {rss1 - rss0:.0f} MiB for {n} tasks"
     # the loop never stalled: a hang or a blocking call would show up as a lag of seconds
-    assert worst < 2.0, f"event loop lag up to {worst * 1e3:.0f} ms"
+    # (time the machine gave to other processes is not the loop's lag)
+    assert worst < 2.0, (f"event loop lag up to {worst * 1e3:.0f} ms "
+                         f"({max(wall_lags) * 1e3:.0f} ms of wall time)")
     record(f"6. load ({n} tasks, concurrency {conc})",
            load=f"{n} tasks, concurrency {conc}, 1 zero-latency server",
            faults="none (client limits: connections, descriptors)", ledger=ledger, wall_s=wall,
            tasks_per_s=round(n / wall, 1), rss_growth_mib=round(rss1 - rss0, 1),
            peak_rss_mib=round(max(peak, peak0), 1), loop_lag_p99_ms=round(p99 * 1e3, 1),
-           loop_lag_max_ms=round(worst * 1e3, 1))
+           loop_lag_max_ms=round(worst * 1e3, 1),
+           loop_lag_wall_max_ms=round(max(wall_lags) * 1e3, 1))

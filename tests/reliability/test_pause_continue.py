@@ -14,9 +14,11 @@ import pytest
 
 from rollout_kit import RolloutController
 from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.io import RolloutResult
 from rollout_kit.realserver import VLLMCPUServer
 from rollout_kit.sim import ApiName, serve
+from rollout_kit.sim.state import Emit, SimEngine, SimSequence
 from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record
@@ -52,19 +54,73 @@ def check_versions(results: list[RolloutResult], sessions: Any, budget: int) -> 
     return kinds
 
 
-async def _pause_bump_continue(ctl: RolloutController, wait_running: Any) -> float:
+async def _pause_bump_continue(ctl: RolloutController, wait_running: Any,
+                               before_bump: Any = None) -> float:
+    """Wait for ``wait_running``, pause (abort), [``before_bump``], bump, continue."""
     await wait_running()
     t = time.perf_counter()
     await ctl.pause_generation_async()
+    if before_bump is not None:
+        await before_bump()
     ctl.set_version(1)
     await asyncio.sleep(0.1)
     await ctl.continue_generation_async()
     return time.perf_counter() - t
 
 
+class FirstChunkBarrier:
+    """Hold every first-round simulated sequence right after its first stream chunk.
+
+    Wraps ``SimEngine.run``: after a sequence emitted its first chunk it waits until
+    :meth:`release`; the :attr:`all_held` event is set once ``n`` sequences wait there. The
+    pause then provably hits ``n`` generations that are running, hold tokens and have not
+    finished, however slow the machine is (no race against the token clock). Sequences run
+    after :meth:`release` (the continuations) pass straight through.
+    """
+
+    def __init__(self, engine: SimEngine, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = n
+        self.held = 0
+        self.all_held = asyncio.Event()
+        self._released = asyncio.Event()
+        run = engine.run
+
+        async def gated_run(seq: SimSequence, emit: Emit | None) -> None:
+            if emit is None or self._released.is_set():
+                await run(seq, emit)
+                return
+            first = True
+
+            async def gated_emit(s: SimSequence, k: int) -> None:
+                nonlocal first
+                await emit(s, k)
+                if first and not self._released.is_set():
+                    first = False
+                    self.held += 1
+                    if self.held >= self.n:
+                        self.all_held.set()
+                    await self._released.wait()
+
+            await run(seq, gated_emit)
+
+        monkeypatch.setattr(engine, "run", gated_run)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+async def wait_streams_closed(engine: RemoteInfEngine, address: str) -> None:
+    """Until the engine has no stream open to ``address``: every aborted request has read its
+    abort (so its tokens so far were stamped with the version current before the bump) and
+    waits for ``continue_generation`` (it cannot reopen one while generation is paused)."""
+    while engine.router.in_flight(address):
+        await asyncio.sleep(0.01)
+
+
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("flavour", ["sglang", "vllm"])
-async def test_pause_bump_continue_keeps_full_budget(flavour: ApiName) -> None:
+async def test_pause_bump_continue_keeps_full_budget(flavour: ApiName,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     n = 500
     budget = 32
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True),
@@ -77,24 +133,25 @@ async def test_pause_bump_continue_keeps_full_budget(flavour: ApiName) -> None:
             RolloutController(engine,
                               executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
         sim = cluster[0]
+        barrier = FirstChunkBarrier(sim.engine, n, monkeypatch)
         ids = [ctl.submit({"prompt": f"p{i}"}, wf) for i in range(n)]
 
-        async def all_running() -> None:
-            async with asyncio.timeout(30):
-                while sim.engine.running < n:
-                    await asyncio.sleep(0.01)
-            await asyncio.sleep(0.1)  # a few tokens each (32 take about 0.8 s)
+        async def after_pause() -> None:
+            # the abort marked every held sequence; let them end and the clients read it
+            assert sim.engine.paused
+            barrier.release()
+            await wait_streams_closed(engine, cluster.addresses[0])
 
-        await _pause_bump_continue(ctl, all_running)
+        await _pause_bump_continue(ctl, barrier.all_held.wait, after_pause)
         results = await ctl.wait_async(timeout=60)
         wall = time.perf_counter() - t0
         ledger = check_ledger(ids, results, ctl.traces())
         kinds = check_versions(results, ctl.sessions(), budget)
         aborted = sim.state()["metrics"]["aborted"]
     assert ledger.statuses == {"accepted": n}
-    # the pause hit generations that were running: most hold tokens of both versions
-    assert kinds["mixed"] >= n // 2, kinds
-    assert aborted >= kinds["mixed"]
+    # the pause hit all n generations mid-way: each holds tokens of both versions
+    assert kinds == {"mixed": n, "before": 0, "after": 0}, kinds
+    assert aborted >= n
     _record(f"3. pause → version bump → continue (sim {flavour}, streamed)", n, budget, ledger,
             wall, kinds)
 

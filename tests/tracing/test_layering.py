@@ -1,0 +1,51 @@
+"""The tracing modules import one way: no cycle, type-only and function-level imports included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import rollout_kit.tracing
+
+PKG = Path(rollout_kit.tracing.__file__).parent
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = {p.stem for p in PKG.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in PKG.glob("*.py"):
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else [a.name for a in node.names]
+                deps |= {n.split(".")[0] for n in names}
+            elif isinstance(node, ast.ImportFrom | ast.Import):
+                full = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+                    a.name for a in node.names]
+                deps |= {n.split(".")[2] for n in full
+                         if n.startswith("rollout_kit.tracing.")}
+        graph[path.stem] = (deps & mods) - {path.stem}
+    return graph
+
+
+def test_no_import_cycle_among_tracing_modules() -> None:
+    graph = _graph()
+    done: set[str] = set()
+
+    def visit(mod: str, path: list[str]) -> None:
+        if mod in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(mod):], mod]))
+        if mod in done:
+            return
+        for dep in sorted(graph[mod]):
+            visit(dep, [*path, mod])
+        done.add(mod)
+
+    for mod in sorted(graph):
+        visit(mod, [])
+
+
+def test_scopes_and_live_table_do_not_import_the_tracer() -> None:
+    graph = _graph()
+    for low in ("live", "context", "scopes", "codes", "store"):
+        assert "tracer" not in graph[low], low
