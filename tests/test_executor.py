@@ -460,7 +460,7 @@ async def test_areal_adapter_keeps_areals_calling_style() -> None:
     tid = eng.submit({"i": 1}, EchoWorkflow())
     [r] = await eng.controller.wait_async(1)
     assert r.task_id == tid == 0 and r.ok
-    resp = await eng.generate_async(ModelRequest(text="hi"))
+    resp = await eng.agenerate(ModelRequest(text="hi"))  # AReaL's name
     assert resp.text == "hi"
     assert list(eng.traces().index) == [0]
     await eng.controller.close_async()
