@@ -34,7 +34,7 @@ from ..ids import TaskIdGenerator
 from ..io import RolloutResult
 from ..tracing import Tracer
 from ..workers import LocalScheduler, Worker, WorkerPool, WorkerSpec
-from .batching import prepare_batch, rollout_batch, workflow_error
+from .batching import prepare_batch, rollout_batch
 from .results import ResultBook
 from .waiting import Waiters
 
@@ -334,24 +334,8 @@ class RolloutController:
             WorkflowError: see ``raise_on_failure``.
         """
         self.binding.bind()
-        book = self.results
-        n_out = book.outstanding()
-        if count is None:
-            count = n_out
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ConfigError(f"count must be an int >= 0 or None, got {count!r}")
-        if count > n_out:
-            raise ConfigError(f"wait({count}) asks for more results than the {n_out} "
-                              "outstanding task(s); submit more first")
-        await self.waiters.until(lambda: book.n_ready() >= count, timeout=timeout,
-                                 what=f"wait({count})", stall_reason=self.stall_reason)
-        ids = book.ready(count)
-        if raise_on_failure:
-            for tid in ids:
-                res = book.peek(tid)
-                if res is not None and res.status == "failed":
-                    raise workflow_error(book.take(tid))
-        return [book.take(tid) for tid in ids]
+        return await self.results.wait_async(count, timeout, raise_on_failure,
+                                             stall_reason=self.stall_reason)
 
     def wait(self, count: int | None = None, timeout: float | None = None,
              raise_on_failure: bool = False) -> list[RolloutResult]:
@@ -369,14 +353,8 @@ class RolloutController:
             WorkflowError: the task failed and ``raise_on_failure``.
         """
         self.binding.bind()
-        book = self.results
-        book.peek(task_id)  # unknown or consumed ids raise UnknownTaskIdError now
-        await self.waiters.until(lambda: book.peek(task_id) is not None, timeout=timeout,
-                                 what=f"wait_for({task_id})", stall_reason=self.stall_reason)
-        result = book.take(task_id)
-        if raise_on_failure and result.status == "failed":
-            raise workflow_error(result)
-        return result
+        return await self.results.wait_for_async(task_id, timeout, raise_on_failure,
+                                                 stall_reason=self.stall_reason)
 
     def wait_for(self, task_id: int, timeout: float | None = None,
                  raise_on_failure: bool = False) -> RolloutResult:

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import ControllerStateError, UnknownTaskIdError
+from ..errors import ConfigError, ControllerStateError, UnknownTaskIdError
+from .batching import workflow_error
 from .waiting import Waiters
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["ResultBook"]
 
 OnDone = Callable[[int], None]
+StallReason = Callable[[], "str | None"]
 
 
 class ResultBook:
@@ -143,3 +145,40 @@ class ResultBook:
         if task_id in self._results:
             self._ready[task_id] = None
             self.waiters.wake()
+
+    # -- waiting ---------------------------------------------------------------------------
+    async def wait_async(self, count: int | None, timeout: float | None,
+                         raise_on_failure: bool, *, stall_reason: StallReason,
+                         ) -> list[RolloutResult]:
+        """Wait for ``count`` unreserved results (``None``: every outstanding task), consume
+        them in completion order. See ``RolloutController.wait_async``."""
+        n_out = self.outstanding()
+        if count is None:
+            count = n_out
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigError(f"count must be an int >= 0 or None, got {count!r}")
+        if count > n_out:
+            raise ConfigError(f"wait({count}) asks for more results than the {n_out} "
+                              "outstanding task(s); submit more first")
+        n = count
+        await self.waiters.until(lambda: len(self._ready) >= n, timeout=timeout,
+                                 what=f"wait({count})", stall_reason=stall_reason)
+        ids = self.ready(count)
+        if raise_on_failure:
+            for tid in ids:
+                res = self._results[tid]
+                if res.status == "failed":
+                    raise workflow_error(self.take(tid))
+        return [self.take(tid) for tid in ids]
+
+    async def wait_for_async(self, task_id: int, timeout: float | None,
+                             raise_on_failure: bool, *, stall_reason: StallReason,
+                             ) -> RolloutResult:
+        """Wait for one task's result and consume it. See ``RolloutController.wait_for_async``."""
+        self.worker_of(task_id)  # unknown or consumed ids raise UnknownTaskIdError now
+        await self.waiters.until(lambda: task_id in self._results, timeout=timeout,
+                                 what=f"wait_for({task_id})", stall_reason=stall_reason)
+        result = self.take(task_id)
+        if raise_on_failure and result.status == "failed":
+            raise workflow_error(result)
+        return result
