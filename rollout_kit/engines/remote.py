@@ -30,7 +30,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import EngineConfig, GenerationConfig
@@ -52,8 +51,8 @@ from .http import (
     call_with_retries,
     is_connect_failure,
     parse_json,
-    server_name,
 )
+from .output import Output, output_budget, parse_addresses
 from .prometheus import parse_prometheus
 from .routing import Router, route_key
 from .sglang import SGLangBackend
@@ -76,60 +75,6 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-@dataclass(slots=True)
-class _Output:
-    """The tokens of one ``agenerate`` call, accumulated over continuations."""
-
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    text: str = ""
-    has_text: bool = False
-    first_token_ns: int | None = None
-    itl: list[float] = field(default_factory=list)
-    cached_tokens: int = 0
-    server_timing: dict[str, float] = field(default_factory=dict)
-
-    def add(self, seg: Segment, versions: list[int]) -> None:
-        self.tokens.extend(seg.tokens)
-        self.logprobs.extend(seg.logprobs)
-        self.versions.extend(versions)
-        if seg.text is not None:
-            self.text += seg.text
-            self.has_text = True
-        if seg.chunks and self.first_token_ns is None:
-            self.first_token_ns = seg.chunks[0][0]
-        if len(seg.chunks) > 1:
-            self.itl.extend((b[0] - a[0]) / 1e9
-                            for a, b in zip(seg.chunks, seg.chunks[1:], strict=False))
-        self.cached_tokens += seg.cached_tokens
-        self.server_timing.update(seg.server_timing)
-
-
-def _is_host_port(server: str) -> bool:
-    host, sep, port = server.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
-
-
-def _addresses(addresses: str | Sequence[str]) -> list[str]:
-    if not isinstance(addresses, str | Sequence):
-        raise ConfigError(f"server addresses must be 'host:port' strings, got {addresses!r}")
-    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
-    servers = [server_name(a) for a in items if isinstance(a, str) and a.strip()]
-    if not servers or len(servers) != len(items) or not all(map(_is_host_port, servers)):
-        raise ConfigError(f"server addresses must be non-empty 'host:port' strings, "
-                          f"got {addresses!r}")
-    return servers
-
-
-def _budget(gconfig: GenerationConfig, prompt_len: int) -> int:
-    bound = min(gconfig.max_new_tokens, gconfig.max_tokens - prompt_len)
-    if bound <= 0:
-        raise ConfigError(f"the prompt has {prompt_len} tokens and max_tokens="
-                          f"{gconfig.max_tokens} leaves no room for output tokens")
-    return bound
-
-
 class RemoteInfEngine(InferenceEngine):
     """An engine over one or more servers of one flavour.
 
@@ -147,7 +92,7 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.config = config if config is not None else EngineConfig()
         self.backend = backend
-        servers = _addresses(addresses)
+        servers = parse_addresses(addresses)
         self.name = name or f"{backend.flavour}@{','.join(servers)}"
         self.router = Router(servers, self.config.routing)
         self._http = HttpClient(self.config)
@@ -389,9 +334,9 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
                               "send one request per sample")
         prompt = list(req.input_ids)
-        budget = _budget(g, len(prompt)) if prompt else g.max_new_tokens
+        budget = output_budget(g, len(prompt)) if prompt else g.max_new_tokens
         key = route_key(req.rid, req.metadata)
-        out = _Output()
+        out = Output()
         state = RetryState()
         server: str | None = None
         n_cont = 0
@@ -405,7 +350,7 @@ class RemoteInfEngine(InferenceEngine):
                     g, budget - len(out.tokens), server, state)
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
-                    budget = _budget(g, len(prompt))
+                    budget = output_budget(g, len(prompt))
                 out.add(seg, seg.versions or [self._version] * len(seg.tokens))
                 stop: StopReason | None = seg.finish
                 if stop != "abort":
@@ -426,7 +371,7 @@ class RemoteInfEngine(InferenceEngine):
             raise
         return self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
 
-    def _response(self, req: ModelRequest, prompt: list[int], out: _Output, stop: StopReason,
+    def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
                   t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:
         latency = (time.perf_counter_ns() - t0) / 1e9
         ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
