@@ -1,8 +1,14 @@
 """Shared fixtures. Matplotlib uses Agg here (not via MPLBACKEND, which would leak into the
-nbval kernels and strip their figures)."""
+nbval kernels and strip their figures).
+
+The server fixtures (``sim_sglang``, ``sim_vllm``, ``sim_servers``, ``rollout_controller``,
+``vllm_cpu_server``) come from rollout_kit's own pytest plugin, ``rollout_kit.testing.plugin``,
+which the package registers (entry point ``pytest11``): the tests use it as users do.
+"""
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Iterator
 
 import matplotlib
@@ -12,7 +18,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-pytest_plugins = ["tests._vllm_fixture"]
+
+@pytest.fixture(scope="session", autouse=True)
+def _raise_fd_limit() -> None:
+    """Thousands of concurrent connections need more than the usual 1024 descriptors."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ import pytest
 
 from rollout_kit._paths import parse_address, prepare_output_dir, remove_output_dir
 from rollout_kit.cli import SUBCOMMANDS, Subcommand, error_line, main
-from rollout_kit.demo import _reason_lines, _wait_ready
+from rollout_kit.cli.demo import _reason_lines, _wait_ready
 from rollout_kit.errors import ConfigError, EngineConnectionError, NoHealthyServerError
 
 pytestmark = pytest.mark.timeout(120)

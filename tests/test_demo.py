@@ -8,10 +8,9 @@ import pandas as pd
 import pytest
 
 from rollout_kit.cli import main
+from rollout_kit.cli.demo import exact_match_reward, make_answer_fn, make_problems
 from rollout_kit.config import GenerationConfig
 from rollout_kit.controller import RolloutController
-from rollout_kit.demo import exact_match_reward, make_answer_fn, make_problems
-from rollout_kit.sim import serve
 from rollout_kit.tracing import load_traces
 from rollout_kit.workflows import SingleTurnWorkflow
 
@@ -50,24 +49,24 @@ def test_demo_helpers() -> None:
         assert exact_match_reward(p["prompt"], wrong, [], [], answer=p["answer"]) == 0.0
 
 
-async def test_controller_against_simulators_ids_everywhere() -> None:
-    answer = make_answer_fn(1.0, 0)
-    async with serve("sglang", n=2, zero_latency=True, answer_fn=answer) as sg, \
-            serve("vllm", n=1, zero_latency=True, answer_fn=answer) as vl:
-        async with RolloutController(sglang=sg.addresses, vllm=vl.addresses) as ctl:
-            wf = SingleTurnWorkflow(exact_match_reward, GenerationConfig(max_new_tokens=32))
-            probs = make_problems(12, seed=3)
-            explicit = ctl.submit(probs[0], wf, task_id=100)
-            ids = [ctl.submit(p, wf) for p in probs[1:]]
-            res = await ctl.wait_async()
-            assert sorted(r.task_id for r in res) == sorted([explicit, *ids])
-            assert all(r.ok and r.trajectory["rewards"] == [1.0] for r in res)
-            tasks, sessions, spans = ctl.traces(), ctl.sessions(), ctl.spans()
-            assert sorted(tasks.index) == sorted([explicit, *ids])
-            assert set(sessions.index.get_level_values(0)) == set(tasks.index)
-            assert set(spans["task_id"]) == set(tasks.index)
-            assert set(tasks["worker"]) == {"sglang", "vllm"}
-            servers = set(sessions["server"])
-            assert servers <= set(sg.addresses) | set(vl.addresses) and len(servers) == 3
-            batch = await ctl.rollout_batch_async(probs[:4], wf)
-            assert [r.task_id for r in batch] == list(range(11, 15))
+async def test_controller_against_simulators_ids_everywhere(sim_servers) -> None:
+    answer = make_answer_fn(1.0, 0)  # the plugin's simulated servers (zero latency)
+    sg = sim_servers("sglang", n=2, answer_fn=answer)
+    vl = sim_servers("vllm", n=1, answer_fn=answer)
+    async with RolloutController(sglang=sg.addresses, vllm=vl.addresses) as ctl:
+        wf = SingleTurnWorkflow(exact_match_reward, GenerationConfig(max_new_tokens=32))
+        probs = make_problems(12, seed=3)
+        explicit = ctl.submit(probs[0], wf, task_id=100)
+        ids = [ctl.submit(p, wf) for p in probs[1:]]
+        res = await ctl.wait_async()
+        assert sorted(r.task_id for r in res) == sorted([explicit, *ids])
+        assert all(r.ok and r.trajectory["rewards"] == [1.0] for r in res)
+        tasks, sessions, spans = ctl.traces(), ctl.sessions(), ctl.spans()
+        assert sorted(tasks.index) == sorted([explicit, *ids])
+        assert set(sessions.index.get_level_values(0)) == set(tasks.index)
+        assert set(spans["task_id"]) == set(tasks.index)
+        assert set(tasks["worker"]) == {"sglang", "vllm"}
+        servers = set(sessions["server"])
+        assert servers <= set(sg.addresses) | set(vl.addresses) and len(servers) == 3
+        batch = await ctl.rollout_batch_async(probs[:4], wf)
+        assert [r.task_id for r in batch] == list(range(11, 15))

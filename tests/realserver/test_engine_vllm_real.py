@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit.realserver import VLLMCPUServer
+from rollout_kit.testing import VLLMCPUServer
 from tests.realserver.engine_checks import (
     RealServer,
     check_abort_continue,

@@ -18,8 +18,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rollout_kit.realserver import VLLMCPUServer
 from rollout_kit.sim import SimCluster, serve
+from rollout_kit.testing import VLLMCPUServer
 from tests.realserver.shapes import shape_diff
 from tests.realserver.test_vllm_cpu_contract import complete, stream_events
 

