@@ -138,7 +138,7 @@ def rows(size: Size = "quick", tasks: int | None = None, workers: int = 2,
     rounds = 1 if size == "quick" else 3
     import ray
 
-    from rollout_kit.ray_scheduler import RayScheduler
+    from rollout_kit.workers.ray import RayScheduler
 
     ray.cloudpickle.register_pickle_by_value(  # type: ignore[no-untyped-call]
         sys.modules[__name__])

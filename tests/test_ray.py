@@ -21,11 +21,14 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
 
+from rollout_kit._loop import LoopBinding  # noqa: E402
 from rollout_kit.config import ExecutorConfig  # noqa: E402
 from rollout_kit.controller import RolloutController  # noqa: E402
 from rollout_kit.errors import ConfigError, SchedulerError  # noqa: E402
-from rollout_kit.io import ModelRequest  # noqa: E402
-from rollout_kit.ray_scheduler import RayScheduler, RayWorkerEngine  # noqa: E402
+from rollout_kit.io import ModelRequest, RolloutResult  # noqa: E402
+from rollout_kit.tracing import Tracer  # noqa: E402
+from rollout_kit.workers import WorkerSpec  # noqa: E402
+from rollout_kit.workers.ray import RayScheduler, RayWorkerHandle  # noqa: E402
 from rollout_kit.workflows import SingleTurnWorkflow  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -203,26 +206,58 @@ async def test_killed_workers_tasks_finish_elsewhere_with_same_ids(
     await ctl.close_async()
 
 
+def _spec() -> WorkerSpec:
+    results: list[RolloutResult] = []
+    return WorkerSpec(tracer=Tracer(), sink=results.append, binding=LoopBinding())
+
+
 def test_choice_policies_skip_dead_workers() -> None:
     sched = RayScheduler(num_workers=3, policy="least_loaded")
-    engines = [RayWorkerEngine(sched, f"w{i}", actor=None) for i in range(3)]
-    for e in engines:
-        e.configure_executor()
-    engines[0].alive = False
-    assert sched.choose(engines) in engines[1:]
+    spec = _spec()
+    handles = [RayWorkerHandle(f"w{i}", None, spec) for i in range(3)]
+    handles[0].alive = False
+    assert sched.choose(handles) in handles[1:]
     rr = RayScheduler(num_workers=3)
-    assert [rr.choose(engines).name for _ in range(4)] == ["w1", "w2", "w1", "w2"]
-    for e in engines:
-        e.alive = False
+    assert [rr.choose(handles).name for _ in range(4)] == ["w1", "w2", "w1", "w2"]
+    for h in handles:
+        h.alive = False
     with pytest.raises(SchedulerError, match="died"):
-        rr.choose(engines)
+        rr.choose(handles)
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ConfigError):
         RayScheduler(num_workers=0)
     with pytest.raises(ConfigError, match="exactly one"):
-        RayScheduler(2).create_workers()
+        RayScheduler(2).create_workers(_spec())
+    from rollout_kit.engines import RemoteSGLangEngine
+
+    spec = WorkerSpec(engines=[RemoteSGLangEngine(["127.0.0.1:9"])], tracer=Tracer(),
+                      sink=lambda r: None, binding=LoopBinding())
+    with pytest.raises(ConfigError, match="not engines"):
+        RayScheduler(2).create_workers(spec)
+
+
+def test_prepare_serializes_once_per_call() -> None:
+    sched = RayScheduler(2)
+    recipe = sched.prepare(SleepWorkflow(), None, None)
+    assert recipe.payload is not None and recipe.factory is not None
+    with pytest.raises(ConfigError, match="LockedWorkflow"):
+        sched.prepare(LockedWorkflow(), None, None)
+    with pytest.raises(ConfigError, match="cannot import"):
+        sched.prepare("no_such_module_xyz:Flow", None, None)
+
+
+def test_old_module_is_a_deprecated_shim() -> None:
+    code = ("import warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    from rollout_kit.ray_scheduler import RayScheduler\n"
+            "from rollout_kit.workers.ray import RayScheduler as New\n"
+            "assert RayScheduler is New\n"
+            "msgs = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
+            "assert len(msgs) == 1 and 'rollout_kit.workers.ray' in msgs[0], msgs\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -232,13 +267,14 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_importing_does_not_load_ray() -> None:
-    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.ray_scheduler; "
+    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.workers.ray, "
+            "rollout_kit.ray_scheduler; "
             "assert 'ray' not in sys.modules, 'ray was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_unreachable_cluster_names_the_address() -> None:
-    code = ("from rollout_kit.ray_scheduler import RayScheduler\n"
+    code = ("from rollout_kit.workers.ray import RayScheduler\n"
             "from rollout_kit.controller import RolloutController\n"
             "from rollout_kit.errors import SchedulerError\n"
             "try:\n"
