@@ -8,11 +8,11 @@ See :class:`WorkflowExecutor`. Workflow specs (instance, class, import path) are
 
 from __future__ import annotations
 
-from .core import ResultSink, WorkflowExecutor
+from .core import ResultSink, WorkflowExecutor, error_text
 from .dispatch import DISPATCH_SLICE, Dispatcher, Job
 from .resolve import AcceptFn, AcceptFnSpec, Recipe, WorkflowSpec, import_object, make_recipe
 from .staleness import capacity
 
 __all__ = ["DISPATCH_SLICE", "AcceptFn", "AcceptFnSpec", "Dispatcher", "Job", "Recipe",
-           "ResultSink", "WorkflowExecutor", "WorkflowSpec", "capacity", "import_object",
-           "make_recipe"]
+           "ResultSink", "WorkflowExecutor", "WorkflowSpec", "capacity", "error_text",
+           "import_object", "make_recipe"]

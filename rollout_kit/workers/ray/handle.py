@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config import ExecutorConfig
 from ...errors import ControllerStateError, SchedulerError, TaskIdMismatchError
-from ...executor import Dispatcher, Job
-from ...executor.core import error_text
+from ...executor import Dispatcher, Job, error_text
 from ...io import RolloutResult, Status
 from ...tracing import reanchor
 from ...tracing.codes import DISPATCH, END, START, SUBMIT
