@@ -32,9 +32,10 @@ __all__ = [
 
 
 async def draw_fault(ctx: ServerContext) -> Fault | None:
-    """This request's fault (None mostly), after its before-generation effects."""
-    if not ctx.faults.active:
-        return None
+    """This request's fault (None mostly), after its before-generation effects.
+
+    Callers skip the call when ``ctx.faults.active`` is false (no coroutine per request).
+    """
     fault = ctx.faults.draw()
     if fault is not None:
         if fault.kind == "hang":

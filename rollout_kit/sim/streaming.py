@@ -114,13 +114,14 @@ class SequenceStream:
             for s in self.seqs:
                 self.engine.abort(s.rid, exact=True)
 
-    async def run(self, overloaded: dict[str, Any] | None) -> web.StreamResponse | None:
+    async def run(self, overloaded: Callable[[], dict[str, Any]] | None
+                  ) -> web.StreamResponse | None:
         """Drive the sequences, streaming their tokens, then the final event of each
         sequence that has not had one.
 
         Args:
-            overloaded: the error event to end the stream with when the waiting queue is
-                full (None: go on, the sequences end empty).
+            overloaded: makes the error event to end the stream with when the waiting queue
+                is full (None: go on, the sequences end empty).
 
         Returns:
             The ended response when the stream was cut or overloaded; None when the
@@ -132,7 +133,7 @@ class SequenceStream:
                 return self.sse.response
             return await self.sse.finish(done=False)
         if not ok and overloaded is not None:
-            await self.sse.send(overloaded)
+            await self.sse.send(overloaded())
             return await self.sse.finish()
         for seq in self.seqs:
             plan = seq.plan

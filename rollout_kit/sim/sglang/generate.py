@@ -161,7 +161,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         return json_response({"error": {"message": str(exc)}}, 400)
     engine = ctx.engine
     await engine.gate(may_reject=False)
-    fault = await draw_fault(ctx)
+    fault = await draw_fault(ctx) if ctx.faults.active else None
     if fault is not None:
         if fault.kind == "error":
             return _fault_response(ctx, fault)
@@ -181,7 +181,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
         ended = await SequenceStream(
             sse, engine, seqs, fmt.chunk, fault,
             garble=lambda raw: b'data: {"text": "' + raw[:20] + b"\n\n",
-        ).run(_QUEUE_FULL_EVENT)
+        ).run(lambda: _QUEUE_FULL_EVENT)
         return ended if ended is not None else await sse.finish()
     if not await drive_all(engine, seqs, None):
         return flat_error("The request queue is full.", 503, "503")

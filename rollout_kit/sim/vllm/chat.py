@@ -8,14 +8,14 @@ from typing import Any
 from aiohttp import web
 
 from ..context import ServerContext
+from ..driver import drive_all
 from ..fault_effects import broken_response
 from ..generation import OutputPlan
 from ..http_util import ctx_of, json_response
 from ..state import SimSequence
 from ..streaming import SequenceStream, SSEWriter
-from .errors import ApiError, error_response, validation_error
+from .errors import ApiError, error_response, overloaded, validation_error
 from .outputs import (
-    drive_to_end,
     final_text,
     finish_reason,
     gate_and_fault,
@@ -106,9 +106,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     model = ctx.config.model_name
     if c.stream:
         return await _stream(request, ctx, c, rid, prompt, seqs, top if want_lp else None)
-    failed = await drive_to_end(ctx, seqs)
-    if failed is not None:
-        return failed
+    if not await drive_all(ctx.engine, seqs, None):
+        return error_response(ctx, overloaded())
     choices = []
     for s in seqs:
         plan = s.plan

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from ..context import ServerContext
+from ..driver import drive_all
 from ..fault_effects import broken_response, mark_aborts
 from ..faults import Fault
 from ..generation import OutputPlan
@@ -20,7 +21,6 @@ from ..state import SimSequence
 from ..streaming import SequenceStream, SSEWriter
 from .errors import ApiError, error_event, error_response, overloaded, param_error
 from .outputs import (
-    drive_to_end,
     final_text,
     fingerprint,
     finish_reason,
@@ -105,9 +105,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     model = ctx.config.model_name
     if c.stream:
         return await _stream(request, ctx, c, rid, prompts, seqs, lp, fault)
-    failed = await drive_to_end(ctx, seqs)
-    if failed is not None:
-        return failed
+    if not await drive_all(ctx.engine, seqs, None):
+        return error_response(ctx, overloaded())
     choices = []
     for s in seqs:
         plan = s.plan
@@ -178,7 +177,7 @@ async def _stream(request: web.Request, ctx: ServerContext, c: CommonParams, rid
 
     stream = SequenceStream(sse, ctx.engine, seqs, chunk, fault,
                             garble=lambda raw: b"data: " + raw[:25] + b"\n\n")
-    ended = await stream.run(error_event(ctx, overloaded()))
+    ended = await stream.run(lambda: error_event(ctx, overloaded()))
     if ended is not None:
         return ended
     if c.include_usage:

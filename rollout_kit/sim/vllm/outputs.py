@@ -9,7 +9,6 @@ from typing import Any
 from aiohttp import web
 
 from ..context import ServerContext
-from ..driver import drive_all
 from ..fault_effects import draw_fault
 from ..faults import Fault
 from ..generation import SamplingSpec
@@ -17,7 +16,6 @@ from ..state import SimSequence
 from .errors import PAUSED_MESSAGE, ApiError, error_response, fault_error, overloaded
 
 __all__ = [
-    "drive_to_end",
     "final_text",
     "fingerprint",
     "finish_reason",
@@ -40,7 +38,7 @@ async def gate_and_fault(ctx: ServerContext,
     if not await engine.gate(may_reject=True):
         return error_response(ctx, ApiError(PAUSED_MESSAGE, 503,
                                             "ServiceUnavailableError")), None
-    fault = await draw_fault(ctx)
+    fault = await draw_fault(ctx) if ctx.faults.active else None
     if fault is not None:
         if fault.kind == "error":
             return fault_error(ctx, fault), None
@@ -49,13 +47,6 @@ async def gate_and_fault(ctx: ServerContext,
     if engine.capacity_left() < n_seqs:
         return error_response(ctx, overloaded(), {"Retry-After": "1"}), None
     return None, fault
-
-
-async def drive_to_end(ctx: ServerContext, seqs: list[SimSequence]) -> web.Response | None:
-    """Drive a non-streamed request's sequences; the 429 answer if the queue was full."""
-    if not await drive_all(ctx.engine, seqs, None):
-        return error_response(ctx, overloaded())
-    return None
 
 
 def make_sequences(ctx: ServerContext, rid: str, prompts: list[list[int]],
