@@ -7,8 +7,8 @@ warns once; use ``from rollout_kit.workers.ray import RayScheduler``.
 from __future__ import annotations
 
 from ._deprecation import warn_renamed
-from .workers.ray import RayScheduler, import_ray
+from .workers.ray import RayScheduler, import_ray, init_local_ray, non_loopback_listeners
 
-__all__ = ["RayScheduler", "import_ray"]
+__all__ = ["RayScheduler", "import_ray", "init_local_ray", "non_loopback_listeners"]
 
 warn_renamed("rollout_kit.ray_scheduler", "rollout_kit.workers.ray")

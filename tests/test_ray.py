@@ -8,8 +8,10 @@ ids; control calls fan out; workflow instances keep their state; bad input fails
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
@@ -28,7 +31,8 @@ from rollout_kit.errors import ConfigError, SchedulerError  # noqa: E402
 from rollout_kit.io import ModelRequest, RolloutResult  # noqa: E402
 from rollout_kit.tracing import Tracer  # noqa: E402
 from rollout_kit.workers import WorkerSpec  # noqa: E402
-from rollout_kit.workers.ray import RayScheduler, RayWorkerHandle  # noqa: E402
+from rollout_kit.workers.ray import RayScheduler, RayWorkerHandle, loopback  # noqa: E402
+from rollout_kit.workers.ray.loopback import init_local_ray, non_loopback_listeners  # noqa: E402
 from rollout_kit.workflows import SingleTurnWorkflow  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,9 +45,8 @@ ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 def ray_local() -> Iterator[None]:
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 _node_ip_address="127.0.0.2",  # Ray maps 127.0.0.1 to the interface IP
-                 configure_logging=False)
+        # what RayScheduler does when it starts Ray itself
+        init_local_ray(num_cpus=2, log_to_driver=False, configure_logging=False)
     yield
     if started:
         ray.shutdown()
@@ -209,6 +212,87 @@ async def test_killed_workers_tasks_finish_elsewhere_with_same_ids(
 def _spec() -> WorkerSpec:
     results: list[RolloutResult] = []
     return WorkerSpec(tracer=Tracer(), sink=results.append, binding=LoopBinding())
+
+
+def _loopback(ip: str) -> bool:
+    addr = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped  # ::ffff:127.0.0.1
+    return addr.is_loopback
+
+
+def _listening() -> list[tuple[int, str, str, int]]:
+    """(pid, name, ip, port) of every TCP listener of this process and its descendants:
+    the driver, the GCS, the raylet, the agents and the worker processes of a local Ray
+    instance (and the simulator subprocess of this module)."""
+    me = psutil.Process()
+    out = []
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            name, conns = proc.name(), proc.net_connections(kind="tcp")
+        except psutil.Error:  # gone meanwhile
+            continue
+        out += [(proc.pid, name, c.laddr.ip, c.laddr.port) for c in conns
+                if c.status == psutil.CONN_LISTEN]
+    return out
+
+
+async def test_local_cluster_listens_on_loopback_only(ray_local: None, sim_url: str) -> None:
+    sched = RayScheduler(num_workers=2)
+    ctl = RolloutController(sglang=[sim_url], scheduler=sched)
+    await ctl.initialize_async()
+    try:
+        socks = _listening()
+        names = {name for _, name, _, _ in socks}
+        pids = {pid for pid, _, _, _ in socks}
+        # the check saw the cluster: its core servers and both worker actors listen
+        assert {"gcs_server", "raylet"} <= names, socks
+        assert {w.pid for w in sched.workers} <= pids, (sched.workers, socks)
+        assert os.getpid() in pids  # the driver's own core-worker server
+        exposed = [s for s in socks if not _loopback(s[2])]
+        assert not exposed, f"listening beyond loopback: {exposed}"
+    finally:
+        await ctl.close_async()
+
+
+def test_non_loopback_listeners_names_the_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as lo:  # a real loopback listener: not reported
+        lo.bind(("127.0.0.1", 0))
+        lo.listen()
+        assert non_loopback_listeners([os.getpid()], descendants=False) == []
+
+    # wide listeners are faked (this suite opens servers on 127.0.0.1 only)
+    class Addr:
+        def __init__(self, ip: str, port: int) -> None:
+            self.ip, self.port = ip, port
+
+    class Conn:
+        def __init__(self, ip: str, port: int, status: str = psutil.CONN_LISTEN) -> None:
+            self.laddr, self.status = Addr(ip, port), status
+
+    conns = [Conn("127.0.0.1", 1), Conn("::ffff:127.0.0.1", 2), Conn("::1", 3),
+             Conn("0.0.0.0", 4), Conn("::", 5), Conn("10.1.2.3", 6),
+             Conn("127.0.0.2", 7), Conn("0.0.0.0", 8, psutil.CONN_ESTABLISHED)]
+
+    class FakeProcess:
+        def __init__(self, pid: int) -> None:
+            self.pid = pid
+
+        def name(self) -> str:
+            return "raylet"
+
+        def children(self, recursive: bool = False) -> list[Any]:
+            return []
+
+        def net_connections(self, kind: str) -> list[Conn]:
+            return conns
+
+    fake = type("FakePsutil", (), {"Process": FakeProcess, "Error": psutil.Error,
+                                   "CONN_LISTEN": psutil.CONN_LISTEN})
+    monkeypatch.setattr(loopback, "_psutil", lambda: fake)
+    found = non_loopback_listeners([42])
+    assert found == ["raylet (pid 42) listens on 0.0.0.0:4", "raylet (pid 42) listens on [::]:5",
+                     "raylet (pid 42) listens on 10.1.2.3:6"], found
 
 
 def test_choice_policies_skip_dead_workers() -> None:

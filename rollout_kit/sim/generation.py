@@ -28,7 +28,7 @@ from typing import Literal
 
 from .tokenizer import BYTE_OFFSET, ByteTokenizer
 
-__all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key"]
+__all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key", "stop_strings"]
 
 _ALPHABET = "etaoinshrdlucmfwypvbgkqjxz" * 2 + "etaoinshr" + "      " + "ETAOINS.,0123456789"
 _ALPHABET_IDS = [ord(c) + BYTE_OFFSET for c in _ALPHABET]
@@ -59,6 +59,18 @@ class SamplingSpec:
     @property
     def greedy(self) -> bool:
         return self.temperature < 1e-5
+
+
+def stop_strings(value: object) -> tuple[str, ...] | None:
+    """A request's ``stop`` (None, a string or a list of strings) as ``SamplingSpec.stop``
+    (empty strings dropped); None when it is none of those."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return tuple(s for s in value if s)
+    return None
 
 
 def sequence_key(seed: int, prompt_ids: Sequence[int], spec: SamplingSpec, sample_index: int,

@@ -53,8 +53,9 @@ from __future__ import annotations
 from .actor import EngineFactory, RayWorker
 from .engine import RayEngineProxy
 from .handle import RayWorkerHandle
+from .loopback import LOCAL_NODE_IP, init_local_ray, non_loopback_listeners
 from .pool import RayScheduler
 from .wire import import_ray
 
-__all__ = ["EngineFactory", "RayEngineProxy", "RayScheduler", "RayWorker", "RayWorkerHandle",
-           "import_ray"]
+__all__ = ["LOCAL_NODE_IP", "EngineFactory", "RayEngineProxy", "RayScheduler", "RayWorker",
+           "RayWorkerHandle", "import_ray", "init_local_ray", "non_loopback_listeners"]

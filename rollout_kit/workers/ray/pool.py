@@ -11,6 +11,7 @@ and serializes it once per submit or batch call (the recipe's ``payload``);
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ...executor import Recipe, make_recipe
 from ..local import LocalScheduler, SchedulePolicy
 from .actor import EngineFactory, RayWorker, worker_config
 from .handle import RayWorkerHandle
+from .loopback import LOCAL_NODE_IP, init_local_ray
 from .wire import import_ray, ship
 
 if TYPE_CHECKING:
@@ -30,8 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_NODE_IP", "RayScheduler", "connect"]
 
-#: A cluster this scheduler starts itself binds loopback, never the machine's interface IP.
-LOCAL_NODE_IP = "127.0.0.2"  # not "127.0.0.1": Ray maps that to the interface IP
 
 
 def _probe(address: str | None, timeout: float = 3.0) -> None:
@@ -62,11 +62,13 @@ def connect(address: str | None, init_kwargs: Mapping[str, Any]) -> Any:
         return ray
     _probe(address)
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True}
-    if address is None:  # a local cluster talks over loopback only
-        kwargs["_node_ip_address"] = LOCAL_NODE_IP
     kwargs.update(init_kwargs)
+    local = address == "local" or (address is None and not os.environ.get("RAY_ADDRESS"))
     try:
-        ray.init(address=address, **kwargs)
+        if local:  # a cluster of our own listens on loopback only
+            init_local_ray(**kwargs)
+        else:
+            ray.init(address=address, **kwargs)
     except Exception as exc:
         where = address if address is not None else "RAY_ADDRESS or local"
         raise SchedulerError(
