@@ -59,7 +59,7 @@ class OneGenerate:
 
     async def arun_episode(self, engine: Any, data: Any) -> Any:
         del data
-        resp = await engine.agenerate(ModelRequest(input_ids=PROMPT, gconfig=GCONFIG))
+        resp = await engine.generate_async(ModelRequest(input_ids=PROMPT, gconfig=GCONFIG))
         return resp.output_tokens
 
 
@@ -117,7 +117,7 @@ class Ctl:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self.ctl.aclose()
+        await self.ctl.close_async()
 
     async def run(self, n: int) -> None:
         """``n`` tasks submitted at once, then waited for."""

@@ -115,7 +115,7 @@ async def _level(url: str, concurrency: int, n: int, rounds: int,
 
     async def ours() -> float:
         t0 = time.perf_counter()
-        r = await engine.agenerate(request)
+        r = await engine.generate_async(request)
         return time.perf_counter() - t0 - r.server_timing["e2e_s"]
 
     async def theirs() -> float:
@@ -166,7 +166,7 @@ async def _throughput(url: str, concurrency: int, n: int, rounds: int
                 orjson.loads(await resp.read())
 
         async def ours() -> None:
-            await engine.agenerate(request)
+            await engine.generate_async(request)
 
         for fn in (bare, ours):
             await _closed_loop(min(n, 200), concurrency, fn)

@@ -65,7 +65,7 @@ class CpuRewardWorkflow:
 
     async def arun_episode(self, engine: Any, data: Any) -> dict[str, Any]:
         resps = await asyncio.gather(*(
-            engine.agenerate(ModelRequest(text=f"task {data}:{i}", gconfig=self.gconfig))
+            engine.generate_async(ModelRequest(text=f"task {data}:{i}", gconfig=self.gconfig))
             for i in range(self.samples)))
         for _ in resps:
             burn(self.reward_s)
@@ -117,7 +117,7 @@ async def measure(ctl: RolloutController, n: int, reward_s: float,
         "trivial_tasks_s": await throughput(ctl, triv, 5 * n),
         "trivial_rtt_ms": 1e3 * await round_trip(ctl, triv, max(20, n // 4)),
     }
-    await ctl.aclose()
+    await ctl.close_async()
     return out
 
 
@@ -138,7 +138,7 @@ def rows(size: Size = "quick", tasks: int | None = None, workers: int = 2,
     rounds = 1 if size == "quick" else 3
     import ray
 
-    from rollout_kit.ray_scheduler import RayScheduler
+    from rollout_kit.workers.ray import RayScheduler
 
     ray.cloudpickle.register_pickle_by_value(  # type: ignore[no-untyped-call]
         sys.modules[__name__])

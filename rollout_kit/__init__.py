@@ -60,7 +60,6 @@ if _TYPE_CHECKING:
     from .executor import WorkflowExecutor
     from .ids import TaskIdGenerator
     from .io import ModelRequest, ModelResponse, RolloutResult
-    from .scheduler import LocalScheduler
     from .tracing import (
         Tracer,
         Traces,
@@ -72,6 +71,7 @@ if _TYPE_CHECKING:
         trace_phase,
         trace_session,
     )
+    from .workers import LocalScheduler
     from .workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
 
 # public name -> the submodule that defines it
@@ -96,7 +96,7 @@ _EXPORTS: dict[str, str] = {
     "InferenceEngine": ".engines",
     "InvalidTaskIdError": ".errors",
     "load_traces": ".tracing",
-    "LocalScheduler": ".scheduler",
+    "LocalScheduler": ".workers",
     "ModelRequest": ".io",
     "ModelResponse": ".io",
     "MultiTurnWorkflow": ".workflows",

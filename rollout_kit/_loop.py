@@ -17,9 +17,9 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .errors import SyncInLoopError
+from .errors import ControllerStateError, SyncInLoopError
 
-__all__ = ["run_sync", "running_loop"]
+__all__ = ["LoopBinding", "private_loop", "run_sync", "running_loop"]
 
 T = TypeVar("T")
 
@@ -86,3 +86,79 @@ def run_sync(coro: Coroutine[Any, Any, T], *, what: str = "this call") -> T:
         coro.close()
         raise
     return loop.run_until_complete(coro)
+
+
+class LoopBinding:
+    """The one event loop a controller and its in-process workers live on.
+
+    Bound at first use: to the running loop (a notebook kernel, an ``async def``) or, from
+    sync code with no running loop, to this thread's private loop, whose tasks progress
+    whenever a blocking call runs it. Every object of one controller shares one binding, so
+    the loop check is made in one place.
+    """
+
+    __slots__ = ("_loop", "_thread")
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
+        loop = running_loop()
+        if loop is not None:
+            self._set(loop)
+
+    def _set(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.get_ident()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The bound loop, or ``None`` before first use."""
+        return self._loop
+
+    def bind(self) -> asyncio.AbstractEventLoop:
+        """The loop, binding now if unbound.
+
+        Raises:
+            ControllerStateError: called while another loop runs on this thread.
+        """
+        cur = running_loop()
+        if self._loop is None:
+            self._set(cur if cur is not None else private_loop())
+        loop = self._loop
+        assert loop is not None
+        if cur is not None and cur is not loop:
+            raise ControllerStateError(
+                "this controller is bound to another event loop (it was first used there); "
+                "create a new controller for this loop"
+            )
+        return loop
+
+    def on_owner_thread(self) -> bool:
+        """Whether the caller runs on the thread the loop was bound on (or none yet)."""
+        return self._thread is None or self._thread == threading.get_ident()
+
+    def blocking(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """Run an async method to completion from sync code, on the bound loop.
+
+        From another thread while the loop runs, the coroutine is handed to the loop and
+        this thread waits for it.
+
+        Raises:
+            ControllerStateError: the loop is idle and owned by another thread, or it is not
+                running and is not the private loop (use the async method there).
+            SyncInLoopError: see :func:`run_sync`.
+        """
+        loop = self._loop
+        if loop is not None and not self.on_owner_thread():
+            if loop.is_running():
+                return asyncio.run_coroutine_threadsafe(coro, loop).result()
+            coro.close()
+            raise ControllerStateError(
+                f"{what} was called from another thread while the controller's loop is idle"
+            )
+        if loop is not None and running_loop() is None and loop is not private_loop():
+            coro.close()
+            raise ControllerStateError(
+                f"{what}: the controller's event loop is not running; use the async method"
+            )
+        return run_sync(coro, what=what)

@@ -33,10 +33,10 @@ class LocalEngine(InferenceEngine):
         self.max_in_flight = 0
         self.gen_paused = False
 
-    async def initialize(self) -> None:
+    async def initialize_async(self) -> None:
         pass
 
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
         self.calls += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -54,7 +54,7 @@ class LocalEngine(InferenceEngine):
         finally:
             self.in_flight -= 1
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         pass
 
     def get_version(self) -> int:
@@ -63,14 +63,14 @@ class LocalEngine(InferenceEngine):
     def set_version(self, version: int) -> None:
         self.version = version
 
-    async def pause_generation(self) -> None:
+    async def pause_generation_async(self) -> None:
         self.gen_paused = True
 
-    async def continue_generation(self) -> None:
+    async def continue_generation_async(self) -> None:
         self.gen_paused = False
 
-    async def health(self) -> dict[str, bool]:
+    async def health_async(self) -> dict[str, bool]:
         return {self.name: True}
 
-    async def server_metrics(self) -> pd.DataFrame:
+    async def server_metrics_async(self) -> pd.DataFrame:
         return pd.DataFrame()

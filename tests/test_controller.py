@@ -1,10 +1,9 @@
-"""RolloutController: one id source across workers, echo check, traces agree with results."""
+"""RolloutController: one id source across workers, ids handed down, traces agree with results."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
 
 import pytest
 
@@ -15,44 +14,44 @@ from rollout_kit.errors import (
     ControllerStateError,
     DuplicateTaskIdError,
     RolloutTimeoutError,
-    TaskIdMismatchError,
 )
-from rollout_kit.scheduler import LocalScheduler
+from rollout_kit.executor import Job
+from rollout_kit.workers import LocalScheduler, LocalWorker, Worker, WorkerSpec
 from tests._local_engine import LocalEngine
 from tests.test_executor import EchoWorkflow
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class LyingEngine(LocalEngine):
-    """A worker whose submit echoes a different id than it was given."""
+class RecordingPool(LocalScheduler):
+    """A worker pool whose workers record the task ids the controller hands them."""
 
-    def submit(self, data: Any, workflow: Any, workflow_kwargs: Any = None,
-               should_accept_fn: Any = None, task_id: int | None = None) -> int:
-        tid = super().submit(data, workflow, workflow_kwargs, should_accept_fn,
-                             None if task_id is None else task_id + 1000)
-        return tid
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: dict[str, list[int]] = {}
+
+    def create_workers(self, spec: WorkerSpec) -> list[Worker]:
+        return [RecordingWorker(w, self.given.setdefault(w.name, []))
+                for w in super().create_workers(spec)]
 
 
-class RecordingEngine(LocalEngine):
-    """Records the task ids it is given by the controller."""
+class RecordingWorker(LocalWorker):
+    def __init__(self, inner: Worker, given: list[int]) -> None:
+        assert isinstance(inner, LocalWorker)
+        super().__init__(inner.engine, inner.executor, owns_engine=inner.owns_engine)
+        self.given = given
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.given: list[int | None] = []
-
-    def submit(self, data: Any, workflow: Any, workflow_kwargs: Any = None,
-               should_accept_fn: Any = None, task_id: int | None = None) -> int:
-        self.given.append(task_id)
-        return super().submit(data, workflow, workflow_kwargs, should_accept_fn, task_id)
+    def submit(self, job: Job) -> None:
+        self.given.append(job.task_id)
+        super().submit(job)
 
 
 async def test_ids_across_workers_and_trace_index() -> None:
-    a, b = RecordingEngine("a"), RecordingEngine("b")
-    ctl = RolloutController([a, b])
+    pool = RecordingPool()
+    ctl = RolloutController([LocalEngine("a"), LocalEngine("b")], scheduler=pool)
     ids = [ctl.submit(i, EchoWorkflow()) for i in range(10)]
     assert ids == list(range(10))
-    assert a.given == [0, 2, 4, 6, 8] and b.given == [1, 3, 5, 7, 9]  # round robin
+    assert pool.given == {"a": [0, 2, 4, 6, 8], "b": [1, 3, 5, 7, 9]}  # round robin
     res = await ctl.wait_async(10)
     assert sorted(r.task_id for r in res) == ids
     assert {r.worker for r in res} == {"a", "b"}
@@ -62,29 +61,22 @@ async def test_ids_across_workers_and_trace_index() -> None:
         assert df.loc[r.task_id, "status"] == r.status
         assert df.loc[r.task_id, "worker"] == r.worker
     assert ctl.stats()["accepted"] == 10
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_explicit_ids_pass_through_every_layer() -> None:
-    eng = RecordingEngine("w")
-    ctl = RolloutController(eng)
+    pool = RecordingPool()
+    ctl = RolloutController(LocalEngine("w"), scheduler=pool)
     assert ctl.submit({"x": 1}, EchoWorkflow(), task_id=41) == 41
     assert ctl.submit({"x": 2}, EchoWorkflow()) == 0
     with pytest.raises(DuplicateTaskIdError):
         ctl.submit({"x": 3}, EchoWorkflow(), task_id=41)
-    assert eng.given == [41, 0]
+    assert pool.given == {"w": [41, 0]}
     r = await ctl.wait_for_async(41)
     assert r.task_id == 41 and r.trajectory["data"] == {"x": 1}
     await ctl.wait_async(1)
     assert sorted(ctl.traces().index) == [0, 41]
-    await ctl.aclose()
-
-
-async def test_echo_check() -> None:
-    ctl = RolloutController(LyingEngine("liar"))
-    with pytest.raises(TaskIdMismatchError, match="echoed task_id 1000"):
-        ctl.submit(1, EchoWorkflow())
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_concurrent_submitters_threads_and_tasks() -> None:
@@ -112,7 +104,7 @@ async def test_concurrent_submitters_threads_and_tasks() -> None:
     res = await ctl.wait_async(120)
     assert sorted(r.task_id for r in res) == ids
     assert sorted(ctl.traces().index) == ids
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_batches_and_filters() -> None:
@@ -126,7 +118,7 @@ async def test_batches_and_filters() -> None:
     assert len(batch) == 3 and all(r.ok for r in batch)
     df = ctl.traces()
     assert df["status"].value_counts().to_dict().get("accepted", 0) >= 6
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_staleness_pause_and_version() -> None:
@@ -150,7 +142,7 @@ async def test_staleness_pause_and_version() -> None:
     assert third.task_id == ids[2]
     await ctl.pause_generation_async()
     await ctl.continue_generation_async()
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_sync_calls_inside_running_loop_and_close() -> None:
@@ -187,7 +179,7 @@ def test_bad_construction() -> None:
 
 
 def test_progress_bar_for_blocking_batches(capsys: pytest.CaptureFixture[str]) -> None:
-    with RolloutController([RecordingEngine("a")]) as ctl:
+    with RolloutController([LocalEngine("a")]) as ctl:
         res = ctl.rollout_batch(list(range(7)), EchoWorkflow(), progress=True)
         assert [r.task_id for r in res] == list(range(7))
         got = ctl.prepare_batch(iter(range(100)), EchoWorkflow(), batch_size=3, progress=True)
@@ -213,7 +205,7 @@ async def test_bad_data_raises_in_submit_and_batches_without_spending_ids() -> N
     assert ctl.ids.peek == 0 and ctl.stats()["submitted"] == 0 and len(ctl.traces()) == 0
     assert ctl.submit("bare string", wf) == 0
     assert (await ctl.wait_for_async(0)).ok
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_unreachable_server_fails_tasks_with_no_healthy_server() -> None:
@@ -229,7 +221,7 @@ async def test_unreachable_server_fails_tasks_with_no_healthy_server() -> None:
                                             SingleTurnWorkflow(lambda *a, **k: 1.0))
         df = ctl.traces()
     finally:
-        await ctl.aclose()
+        await ctl.close_async()
     assert [r.reason for r in res] == ["no_healthy_server"] * 2
     assert all(isinstance(r.error, NoHealthyServerError) for r in res)
     assert df["reason"].tolist() == ["no_healthy_server"] * 2

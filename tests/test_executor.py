@@ -1,4 +1,5 @@
-"""WorkflowExecutor: ids, results, filtering, failures, capacity, staleness, pause, cancel."""
+"""Running tasks through one worker (a controller over one in-process engine): ids, results,
+filtering, failures, capacity, staleness, pause, cancel; and the executor on its own."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from rollout_kit.config import ExecutorConfig
+from rollout_kit.controller import RolloutController
 from rollout_kit.errors import (
     ConfigError,
     ControllerStateError,
@@ -43,7 +45,7 @@ class EchoWorkflow:
                 raise ValueError(f"boom {data['boom']}")
             if data.get("reject"):
                 return None
-        resp = await engine.agenerate(ModelRequest(text=f"item {data}"))
+        resp = await engine.generate_async(ModelRequest(text=f"item {data}"))
         return {"data": data, "text": resp.text, "tag": self.tag}
 
 
@@ -65,7 +67,7 @@ def not_a_workflow() -> None:  # referenced by import path in a test
 
 
 async def test_ids_sequential_and_results_carry_ids() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     ids = [ex.submit(i, EchoWorkflow()) for i in range(20)]
     assert ids == list(range(20))
     res = await ex.wait_async(20)
@@ -75,11 +77,11 @@ async def test_ids_sequential_and_results_carry_ids() -> None:
     assert sorted(df.index) == ids
     assert set(df["status"]) == {"accepted"}
     assert df["consume_ts"].notna().all() and df["dispatch_ts"].notna().all()
-    await ex.aclose()
+    await ex.close_async()
 
 
 async def test_completion_order() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     a = ex.submit({"sleep": 0.15}, EchoWorkflow())
     b = ex.submit({"sleep": 0.0}, EchoWorkflow())
     c = ex.submit({"sleep": 0.05}, EchoWorkflow())
@@ -88,7 +90,7 @@ async def test_completion_order() -> None:
 
 
 async def test_concurrent_submitters_tasks_and_threads() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     got: list[list[int]] = []
 
     async def submitter() -> None:
@@ -117,7 +119,7 @@ async def test_concurrent_submitters_tasks_and_threads() -> None:
 
 
 async def test_explicit_and_auto_ids_never_collide() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     assert ex.submit(0, EchoWorkflow(), task_id=2) == 2
     assert [ex.submit(i, EchoWorkflow()) for i in range(3)] == [0, 1, 3]
     with pytest.raises(DuplicateTaskIdError):
@@ -127,7 +129,7 @@ async def test_explicit_and_auto_ids_never_collide() -> None:
 
 
 async def test_filtering_and_failure() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     ok = ex.submit({"x": 1}, EchoWorkflow())
     none = ex.submit({"reject": True}, EchoWorkflow())
     filt = ex.submit({"x": 2}, EchoWorkflow(), should_accept_fn=lambda traj: False)
@@ -147,7 +149,7 @@ async def test_filtering_and_failure() -> None:
 
 
 async def test_raise_on_failure_keeps_other_results() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     bad = ex.submit({"boom": 1}, EchoWorkflow())
     good = ex.submit({"sleep": 0.02}, EchoWorkflow())
     await asyncio.sleep(0.05)
@@ -160,7 +162,7 @@ async def test_raise_on_failure_keeps_other_results() -> None:
 
 
 async def test_wait_timeout_loses_nothing() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     tid = ex.submit({"sleep": 0.2}, EchoWorkflow())
     with pytest.raises(RolloutTimeoutError):
         await ex.wait_async(1, timeout=0.02)
@@ -171,7 +173,7 @@ async def test_wait_timeout_loses_nothing() -> None:
 
 
 async def test_wait_for_and_unknown_ids() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     tid = ex.submit(1, EchoWorkflow())
     r = await ex.wait_for_async(tid)
     assert r.task_id == tid
@@ -184,7 +186,7 @@ async def test_wait_for_and_unknown_ids() -> None:
 
 
 async def test_bad_workflow_specs() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     with pytest.raises(ConfigError, match="cannot import module"):
         ex.submit(1, "no_such_pkg.mod:Flow")
     with pytest.raises(ConfigError, match="has no attribute"):
@@ -202,7 +204,7 @@ async def test_bad_workflow_specs() -> None:
 
 
 async def test_class_and_import_path_specs() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     a = ex.submit(1, EchoWorkflow, workflow_kwargs={"tag": "cls"})
     b = ex.submit(2, "tests.test_executor:EchoWorkflow", workflow_kwargs={"tag": "path"})
     c = ex.submit(3, "tests.test_executor.EchoWorkflow", should_accept_fn="builtins:bool")
@@ -214,7 +216,7 @@ async def test_class_and_import_path_specs() -> None:
 
 async def test_max_concurrency_and_pause_resume() -> None:
     engine = LocalEngine()
-    ex = WorkflowExecutor(engine, config=ExecutorConfig(max_concurrent_rollouts=2))
+    ex = RolloutController(engine, executor_config=ExecutorConfig(max_concurrent_rollouts=2))
     gate = Gate()
     ids = [ex.submit(i, gate) for i in range(5)]
     await asyncio.sleep(0.01)
@@ -235,7 +237,7 @@ async def test_max_concurrency_and_pause_resume() -> None:
 async def test_staleness_stall_and_release() -> None:
     engine = LocalEngine()
     cfg = ExecutorConfig(max_staleness=0, consumer_batch_size=2)
-    ex = WorkflowExecutor(engine, config=cfg)
+    ex = RolloutController(engine, executor_config=cfg)
     ids = [ex.submit(i, EchoWorkflow()) for i in range(6)]
     first = await ex.wait_async(2)
     assert [r.task_id for r in first] == ids[:2]
@@ -252,7 +254,7 @@ async def test_staleness_stall_and_release() -> None:
 
 
 async def test_cancel_and_cancel_all() -> None:
-    ex = WorkflowExecutor(LocalEngine(), config=ExecutorConfig(max_concurrent_rollouts=1))
+    ex = RolloutController(LocalEngine(), executor_config=ExecutorConfig(max_concurrent_rollouts=1))
     gate = Gate()
     running = ex.submit(0, gate)
     queued = ex.submit(1, gate)
@@ -268,7 +270,7 @@ async def test_cancel_and_cancel_all() -> None:
 
 
 async def test_rollout_batch_input_order_with_rejections() -> None:
-    ex = WorkflowExecutor(LocalEngine(), config=ExecutorConfig(queue_size=3))
+    ex = RolloutController(LocalEngine(), executor_config=ExecutorConfig(queue_size=3))
     data = [{"sleep": 0.03 * (5 - i), "reject": i % 2 == 1, "i": i} for i in range(8)]
     res = await ex.rollout_batch_async(data, EchoWorkflow())
     assert len(res) == 8
@@ -278,7 +280,7 @@ async def test_rollout_batch_input_order_with_rejections() -> None:
 
 
 async def test_rollout_batch_timeout_results_go_to_wait() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     with pytest.raises(RolloutTimeoutError):
         await ex.rollout_batch_async([{"sleep": 0.1}] * 3, EchoWorkflow(), timeout=0.02)
     res = await ex.wait_async(3)
@@ -286,7 +288,7 @@ async def test_rollout_batch_timeout_results_go_to_wait() -> None:
 
 
 async def test_prepare_batch_filters_and_honours_new_arguments() -> None:
-    ex = WorkflowExecutor(LocalEngine(), config=ExecutorConfig(queue_size=4))
+    ex = RolloutController(LocalEngine(), executor_config=ExecutorConfig(queue_size=4))
     data = iter([{"i": i, "reject": i % 3 == 0} for i in range(30)])
     batch = await ex.prepare_batch_async(data, EchoWorkflow("a"), batch_size=4)
     assert len(batch) == 4 and all(r.ok and r.trajectory["tag"] == "a" for r in batch)
@@ -302,11 +304,11 @@ async def test_prepare_batch_filters_and_honours_new_arguments() -> None:
 
 
 async def test_submit_after_close_and_no_orphans() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     gate = Gate()
     tid = ex.submit(0, gate)
     await asyncio.sleep(0.01)
-    await ex.aclose()
+    await ex.close_async()
     with pytest.raises(ControllerStateError, match="closed"):
         ex.submit(1, EchoWorkflow())
     [r] = await ex.wait_async()
@@ -316,15 +318,15 @@ async def test_submit_after_close_and_no_orphans() -> None:
 
 
 async def test_aclose_drain_finishes_tasks() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     ex.submit({"sleep": 0.02}, EchoWorkflow())
-    await ex.aclose(drain=True)
+    await ex.close_async(drain=True)
     [r] = await ex.wait_async()
     assert r.ok
 
 
 async def test_queue_full_submit_raises() -> None:
-    ex = WorkflowExecutor(LocalEngine(), config=ExecutorConfig(max_concurrent_rollouts=1,
+    ex = RolloutController(LocalEngine(), executor_config=ExecutorConfig(max_concurrent_rollouts=1,
                                                                queue_size=1))
     gate = Gate()
     ex.submit(0, gate)
@@ -336,13 +338,13 @@ async def test_queue_full_submit_raises() -> None:
 
 
 async def test_sync_rollout_batch_inside_running_loop() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     res = ex.rollout_batch([1, 2, 3], EchoWorkflow())  # blocking call inside async def
     assert [r.task_id for r in res] == [0, 1, 2] and all(r.ok for r in res)
 
 
 def test_sync_use_without_loop_private_runner() -> None:
-    ex = WorkflowExecutor(LocalEngine(), tracer=Tracer())
+    ex = RolloutController(LocalEngine(), tracer=Tracer())
     ids = [ex.submit(i, EchoWorkflow()) for i in range(3)]  # no loop running
     res = ex.wait(3, timeout=5)
     assert sorted(r.task_id for r in res) == ids
@@ -352,7 +354,7 @@ def test_sync_use_without_loop_private_runner() -> None:
 
 def test_other_loop_is_refused() -> None:
     async def make() -> WorkflowExecutor:
-        ex = WorkflowExecutor(LocalEngine())
+        ex = RolloutController(LocalEngine())
         ex.submit(1, EchoWorkflow())
         await ex.wait_async(1)
         return ex
@@ -375,9 +377,10 @@ def test_other_loop_is_refused() -> None:
 
 
 async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
-    from rollout_kit.executor.core import DISPATCH_SLICE
+    from rollout_kit.executor import DISPATCH_SLICE
 
-    ex = WorkflowExecutor(LocalEngine("w"), config=ExecutorConfig(max_concurrent_rollouts=1000))
+    ex = RolloutController(LocalEngine("w"),
+                           executor_config=ExecutorConfig(max_concurrent_rollouts=1000))
     ids = [ex.submit({"sleep": 0.05}, EchoWorkflow()) for _ in range(5 * DISPATCH_SLICE)]
     assert ex.stats()["running"] == DISPATCH_SLICE  # the rest waits for later loop turns
     turns = 0
@@ -387,7 +390,7 @@ async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
     assert turns >= 4  # one slice per turn, never all at once
     res = await ex.wait_async(len(ids))
     assert sorted(r.task_id for r in res) == ids and {r.status for r in res} == {"accepted"}
-    await ex.aclose()
+    await ex.close_async()
 
 
 class PickyWorkflow(EchoWorkflow):
@@ -401,7 +404,7 @@ class PickyWorkflow(EchoWorkflow):
 
 
 async def test_submit_runs_validate_before_taking_an_id() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     with pytest.raises(ConfigError, match="wants an int, got str"):
         ex.submit("bare string", PickyWorkflow())
     with pytest.raises(ConfigError, match=r"PickyWorkflow.validate\(data\) refused.*negative"):
@@ -413,11 +416,11 @@ async def test_submit_runs_validate_before_taking_an_id() -> None:
     assert ex.submit(4, PickyWorkflow(), task_id=7) == 7
     assert [r.status for r in await ex.wait_async(2)] == ["accepted"] * 2
     assert sorted(ex.tracer.tasks_df().index) == [0, 7]
-    await ex.aclose()
+    await ex.close_async()
 
 
 async def test_batch_calls_validate_every_item_before_any_id() -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     with pytest.raises(ConfigError, match=r"data\[2\]: PickyWorkflow wants an int"):
         await ex.rollout_batch_async([1, 2, "three", 4], PickyWorkflow())
     assert ex.ids.peek == 0 and ex.stats()["submitted"] == 0
@@ -428,7 +431,39 @@ async def test_batch_calls_validate_every_item_before_any_id() -> None:
     assert res.ok and res.task_id == 0
     res2 = await ex.rollout_batch_async([5, 6], PickyWorkflow())
     assert [r.task_id for r in res2] == [1, 2] and all(r.ok for r in res2)
-    await ex.aclose()
+    await ex.close_async()
+
+
+async def test_executor_alone_runs_given_ids_and_reports_to_its_sink() -> None:
+    """The executor is given its engine, each task id and a sink; it keeps no results."""
+    from rollout_kit.executor import Job, make_recipe
+
+    got: list[Any] = []
+    tracer = Tracer()
+    ex = WorkflowExecutor(LocalEngine("w"), sink=got.append, tracer=tracer, worker="w")
+    recipe = make_recipe(EchoWorkflow(), None, None)
+    for tid in (7, 3, 11):
+        ex.submit(Job(tid, {"i": tid}, recipe))
+    while len(got) < 3:
+        await asyncio.sleep(0)
+    assert sorted(r.task_id for r in got) == [3, 7, 11]
+    assert {r.status for r in got} == {"accepted"} and {r.worker for r in got} == {"w"}
+    assert sorted(tracer.tasks_df().index) == [3, 7, 11]
+    assert ex.stats()["submitted"] == 3 and not ex.has_tasks()
+    await ex.close_async()
+
+
+async def test_areal_adapter_keeps_areals_calling_style() -> None:
+    from rollout_kit.areal import AReaLEngine
+
+    eng = AReaLEngine(LocalEngine("w"))
+    tid = eng.submit({"i": 1}, EchoWorkflow())
+    [r] = await eng.controller.wait_async(1)
+    assert r.task_id == tid == 0 and r.ok
+    resp = await eng.agenerate(ModelRequest(text="hi"))  # AReaL's name
+    assert resp.text == "hi"
+    assert list(eng.traces().index) == [0]
+    await eng.controller.close_async()
 
 
 class RaisingWorkflow:
@@ -454,7 +489,7 @@ class RaisingWorkflow:
 ], ids=lambda v: v if isinstance(v, str) else None)
 async def test_failure_reason_says_whose_fault_it_was(exc: Exception, reason: str,
                                                       brief: str | None) -> None:
-    ex = WorkflowExecutor(LocalEngine())
+    ex = RolloutController(LocalEngine())
     tid = ex.submit({}, RaisingWorkflow(exc))
     res = await ex.wait_for_async(tid)
     assert res.status == "failed" and res.reason == reason and res.error is exc
@@ -464,4 +499,4 @@ async def test_failure_reason_says_whose_fault_it_was(exc: Exception, reason: st
     assert row["error"] == (full if brief is None else f"{brief} — {full}")
     with pytest.raises(WorkflowError, match=f"task {tid + 1} failed: {reason}"):
         await ex.wait_for_async(ex.submit({}, RaisingWorkflow(exc)), raise_on_failure=True)
-    await ex.aclose()
+    await ex.close_async()

@@ -39,6 +39,6 @@ def test_blocking_call_inside_uvloop_names_the_async_twin() -> None:
             ctl.rollout_batch([1, 2], EchoWorkflow())
         res = await ctl.rollout_batch_async([1, 2], EchoWorkflow())  # the async twin works
         assert [r.task_id for r in res] == [0, 1]
-        await ctl.aclose()
+        await ctl.close_async()
 
     uvloop.run(main())

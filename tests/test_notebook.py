@@ -43,7 +43,7 @@ async def ctl() -> AsyncIterator[rk.RolloutController]:
                                                                initial_delay=0.01)))
         controller.servers = servers  # type: ignore[attr-defined]
         yield controller
-        await controller.aclose()
+        await controller.close_async()
 
 
 def workflow() -> rk.SingleTurnWorkflow:

@@ -24,17 +24,15 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
 
-from rollout_kit import ray_scheduler  # noqa: E402
+from rollout_kit._loop import LoopBinding  # noqa: E402
 from rollout_kit.config import ExecutorConfig  # noqa: E402
 from rollout_kit.controller import RolloutController  # noqa: E402
 from rollout_kit.errors import ConfigError, SchedulerError  # noqa: E402
-from rollout_kit.io import ModelRequest  # noqa: E402
-from rollout_kit.ray_scheduler import (  # noqa: E402
-    RayScheduler,
-    RayWorkerEngine,
-    init_local_ray,
-    non_loopback_listeners,
-)
+from rollout_kit.io import ModelRequest, RolloutResult  # noqa: E402
+from rollout_kit.tracing import Tracer  # noqa: E402
+from rollout_kit.workers import WorkerSpec  # noqa: E402
+from rollout_kit.workers.ray import RayScheduler, RayWorkerHandle, loopback  # noqa: E402
+from rollout_kit.workers.ray.loopback import init_local_ray, non_loopback_listeners  # noqa: E402
 from rollout_kit.workflows import SingleTurnWorkflow  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -88,7 +86,7 @@ class ProbeWorkflow:
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
-            resp = await engine.agenerate(ModelRequest(text=f"probe {data}"))
+            resp = await engine.generate_async(ModelRequest(text=f"probe {data}"))
             await asyncio.sleep(0.05)
         finally:
             self.active -= 1
@@ -100,7 +98,7 @@ class SleepWorkflow:
     """Generates once, then sleeps ``data`` seconds (keeps tasks in flight for kills)."""
 
     async def arun_episode(self, engine: Any, data: float) -> dict[str, Any]:
-        await engine.agenerate(ModelRequest(text="sleep"))
+        await engine.generate_async(ModelRequest(text="sleep"))
         await asyncio.sleep(data)
         return {"pid": os.getpid()}
 
@@ -177,7 +175,7 @@ async def test_ids_traces_state_and_fanout(ray_local: None, sim_url: str) -> Non
     assert [s["version"] for s in remote] == [3, 3] and ctl.get_version() == 3
     await ctl.pause_generation_async()
     await ctl.continue_generation_async()
-    await ctl.aclose()
+    await ctl.close_async()
     assert not sched.live_workers()
 
 
@@ -208,7 +206,12 @@ async def test_killed_workers_tasks_finish_elsewhere_with_same_ids(
     # new submissions go to the survivor only
     tid = ctl.submit(0.0, SleepWorkflow())
     assert (await ctl.wait_for_async(tid, timeout=30)).worker == "ray2"
-    await ctl.aclose()
+    await ctl.close_async()
+
+
+def _spec() -> WorkerSpec:
+    results: list[RolloutResult] = []
+    return WorkerSpec(tracer=Tracer(), sink=results.append, binding=LoopBinding())
 
 
 def _loopback(ip: str) -> bool:
@@ -249,7 +252,7 @@ async def test_local_cluster_listens_on_loopback_only(ray_local: None, sim_url: 
         exposed = [s for s in socks if not _loopback(s[2])]
         assert not exposed, f"listening beyond loopback: {exposed}"
     finally:
-        await ctl.aclose()
+        await ctl.close_async()
 
 
 def test_non_loopback_listeners_names_the_socket(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -286,7 +289,7 @@ def test_non_loopback_listeners_names_the_socket(monkeypatch: pytest.MonkeyPatch
 
     fake = type("FakePsutil", (), {"Process": FakeProcess, "Error": psutil.Error,
                                    "CONN_LISTEN": psutil.CONN_LISTEN})
-    monkeypatch.setattr(ray_scheduler, "_psutil", lambda: fake)
+    monkeypatch.setattr(loopback, "_psutil", lambda: fake)
     found = non_loopback_listeners([42])
     assert found == ["raylet (pid 42) listens on 0.0.0.0:4", "raylet (pid 42) listens on [::]:5",
                      "raylet (pid 42) listens on 10.1.2.3:6"], found
@@ -294,24 +297,51 @@ def test_non_loopback_listeners_names_the_socket(monkeypatch: pytest.MonkeyPatch
 
 def test_choice_policies_skip_dead_workers() -> None:
     sched = RayScheduler(num_workers=3, policy="least_loaded")
-    engines = [RayWorkerEngine(sched, f"w{i}", actor=None) for i in range(3)]
-    for e in engines:
-        e.configure_executor()
-    engines[0].alive = False
-    assert sched.choose(engines) in engines[1:]
+    spec = _spec()
+    handles = [RayWorkerHandle(f"w{i}", None, spec) for i in range(3)]
+    handles[0].alive = False
+    assert sched.choose(handles) in handles[1:]
     rr = RayScheduler(num_workers=3)
-    assert [rr.choose(engines).name for _ in range(4)] == ["w1", "w2", "w1", "w2"]
-    for e in engines:
-        e.alive = False
+    assert [rr.choose(handles).name for _ in range(4)] == ["w1", "w2", "w1", "w2"]
+    for h in handles:
+        h.alive = False
     with pytest.raises(SchedulerError, match="died"):
-        rr.choose(engines)
+        rr.choose(handles)
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ConfigError):
         RayScheduler(num_workers=0)
     with pytest.raises(ConfigError, match="exactly one"):
-        RayScheduler(2).create_workers()
+        RayScheduler(2).create_workers(_spec())
+    from rollout_kit.engines import RemoteSGLangEngine
+
+    spec = WorkerSpec(engines=[RemoteSGLangEngine(["127.0.0.1:9"])], tracer=Tracer(),
+                      sink=lambda r: None, binding=LoopBinding())
+    with pytest.raises(ConfigError, match="not engines"):
+        RayScheduler(2).create_workers(spec)
+
+
+def test_prepare_serializes_once_per_call() -> None:
+    sched = RayScheduler(2)
+    recipe = sched.prepare(SleepWorkflow(), None, None)
+    assert recipe.payload is not None and recipe.factory is not None
+    with pytest.raises(ConfigError, match="LockedWorkflow"):
+        sched.prepare(LockedWorkflow(), None, None)
+    with pytest.raises(ConfigError, match="cannot import"):
+        sched.prepare("no_such_module_xyz:Flow", None, None)
+
+
+def test_old_module_is_a_deprecated_shim() -> None:
+    code = ("import warnings\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    from rollout_kit.ray_scheduler import RayScheduler\n"
+            "from rollout_kit.workers.ray import RayScheduler as New\n"
+            "assert RayScheduler is New\n"
+            "msgs = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
+            "assert len(msgs) == 1 and 'rollout_kit.workers.ray' in msgs[0], msgs\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -321,13 +351,14 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_importing_does_not_load_ray() -> None:
-    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.ray_scheduler; "
+    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.workers.ray, "
+            "rollout_kit.ray_scheduler; "
             "assert 'ray' not in sys.modules, 'ray was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_unreachable_cluster_names_the_address() -> None:
-    code = ("from rollout_kit.ray_scheduler import RayScheduler\n"
+    code = ("from rollout_kit.workers.ray import RayScheduler\n"
             "from rollout_kit.controller import RolloutController\n"
             "from rollout_kit.errors import SchedulerError\n"
             "try:\n"

@@ -56,7 +56,7 @@ async def test_single_turn_trajectory_and_traces() -> None:
     spans = ctl.spans()
     assert sorted(spans["phase"].astype(str).value_counts().to_dict().items()) == [("generate", 3),
                                                                        ("reward", 3)]
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_text_prompt_without_tokenizer_and_async_reward() -> None:
@@ -67,7 +67,7 @@ async def test_text_prompt_without_tokenizer_and_async_reward() -> None:
     assert res.trajectory["rewards"] == [5.0] and res.trajectory["completions"] == ["hello"]
     [res2] = await ctl.rollout_batch_async([{"input_ids": [10, 11, 12]}], wf)
     assert res2.trajectory["prompt_len"] == 3
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_reward_timeout_fails_task_with_traceback() -> None:
@@ -76,7 +76,7 @@ async def test_reward_timeout_fails_task_with_traceback() -> None:
     [res] = await ctl.rollout_batch_async([{"prompt": "x"}], wf)
     assert res.status == "failed" and isinstance(res.error, TimeoutError)
     assert ctl.traces().loc[res.task_id, "status"] == "failed"
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_bad_data_and_args() -> None:
@@ -89,7 +89,7 @@ async def test_bad_data_and_args() -> None:
         await ctl.rollout_batch_async([{"no_prompt": 1}], SingleTurnWorkflow(reward_contains))
     with pytest.raises(ConfigError, match="non-empty str 'prompt'"):  # run without validate
         await SingleTurnWorkflow(reward_contains).arun_episode(LocalEngine("x"), {"no": 1})
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_multi_turn_retries_with_feedback() -> None:
@@ -107,7 +107,7 @@ async def test_multi_turn_retries_with_feedback() -> None:
     spans = ctl.spans()
     assert (spans["phase"] == "generate").sum() == 3 and (spans["phase"] == "reward").sum() == 3
     assert ctl.sessions()["turns"].tolist() == [3]
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 register_phase("verify")
@@ -119,7 +119,7 @@ class VerifyWorkflow(RolloutWorkflow):
     async def arun_episode(self, engine: Any, data: Any) -> Any:
         with trace_session():
             with trace_phase("generate"):
-                resp = await engine.agenerate(ModelRequest(text=data["prompt"]))
+                resp = await engine.generate_async(ModelRequest(text=data["prompt"]))
             with trace_phase("verify"):
                 ok = bool(resp.text)
         return {"text": resp.text} if ok else None
@@ -131,7 +131,7 @@ async def test_custom_phase_workflow() -> None:
     assert all(r.ok for r in res)
     assert "verify_s" in ctl.traces().columns
     assert (ctl.spans()["phase"] == "verify").sum() == 2
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 async def test_plain_string_data_is_the_prompt() -> None:
@@ -150,7 +150,7 @@ async def test_plain_string_data_is_the_prompt() -> None:
     [r] = await ctl.rollout_batch_async(["What is 2+2?"], mt)
     assert r.ok and r.trajectory["prompt"] == "What is 2+2?"
     assert r.trajectory["prompt_len"] == len("What is 2+2?")
-    await ctl.aclose()
+    await ctl.close_async()
 
 
 @pytest.mark.parametrize("data", ["", 5, None, ["a"], {}, {"prompt": ""}, {"prompt": 3},
@@ -191,4 +191,4 @@ async def test_empty_input_ids_with_a_prompt_uses_the_prompt() -> None:
     [r] = await ctl.rollout_batch_async([{"input_ids": [], "prompt": "hi"}], mt)
     assert r.ok, r.error
     assert r.trajectory["prompt_len"] == 2
-    await ctl.aclose()
+    await ctl.close_async()

@@ -285,7 +285,7 @@ async def _main(args: argparse.Namespace, out: Path, progress: _Progress) -> dic
             sessions = ctl.sessions()
             spans = ctl.spans()
         finally:
-            await ctl.aclose()
+            await ctl.close_async()
     rewards = [x for r in results if r.ok for x in r.trajectory["rewards"]]
     return {"results": results, "wall": wall, "tasks": tasks, "sessions": sessions,
             "spans": spans, "rewards": rewards}

@@ -5,7 +5,7 @@ Usage::
     from rollout_kit.engines import RemoteSGLangEngine
 
     async with RemoteSGLangEngine("127.0.0.1:30000") as engine:
-        resp = await engine.agenerate(ModelRequest(input_ids=[1, 2, 3]))
+        resp = await engine.generate_async(ModelRequest(input_ids=[1, 2, 3]))
 """
 
 from __future__ import annotations

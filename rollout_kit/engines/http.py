@@ -19,7 +19,7 @@ Usage::
 
     client = HttpClient(EngineConfig())
     body = await client.request_json("127.0.0.1:30000", "GET", "/health", timeout=5)
-    await client.aclose()
+    await client.close_async()
 """
 
 from __future__ import annotations
@@ -222,7 +222,9 @@ def is_retryable(exc: BaseException, policy: RetryPolicy) -> bool:
 
 async def call_with_retries(attempt: Callable[[int, float], Awaitable[T]], *,
                             policy: RetryPolicy, request_timeout: float, total_timeout: float,
-                            state: RetryState | None = None, what: str = "request") -> T:
+                            state: RetryState | None = None, what: str = "request",
+                            first_error: EngineError | None = None,
+                            started: float | None = None) -> T:
     """Run ``attempt(i, timeout)`` until it succeeds, retrying per ``policy``.
 
     Args:
@@ -232,15 +234,22 @@ async def call_with_retries(attempt: Callable[[int, float], Awaitable[T]], *,
         total_timeout: the bound of all attempts and backoffs together.
         state: filled with the number of retries and the last error status.
         what: a name for log lines.
+        first_error: the error of an attempt 0 the caller already made itself (its fast
+            path); the loop goes on from there.
+        started: ``time.monotonic()`` when that first attempt began.
 
     Raises:
         EngineError: the last error, when it is not retryable or the budget is spent.
     """
     st = state if state is not None else RetryState()
-    deadline = time.monotonic() + total_timeout
+    deadline = (time.monotonic() if started is None else started) + total_timeout
+    pending = first_error
     while True:
         remaining = deadline - time.monotonic()
         try:
+            if pending is not None:
+                exc, pending = pending, None
+                raise exc
             return await attempt(st.retries, min(request_timeout, max(remaining, 1e-3)))
         except EngineError as exc:
             if isinstance(exc, EngineStatusError):
@@ -307,7 +316,7 @@ class HttpClient:
         self._loop = loop
         return self._session
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         """Close the sessions; those of other, still-open loops are closed there."""
         current = asyncio.get_running_loop()
         sessions = list(self._stale)

@@ -8,7 +8,7 @@ abort → continue loop, server control and tracing live here once; the flavour 
 Usage::
 
     async with RemoteSGLangEngine(["127.0.0.1:30000", "127.0.0.1:30001"]) as engine:
-        resp = await engine.agenerate(ModelRequest(input_ids=[1, 2, 3]))
+        resp = await engine.generate_async(ModelRequest(input_ids=[1, 2, 3]))
 
 Partial rollouts: when a server aborts a generation (``pause_generation`` before a weight
 update, ``/abort_request``), the tokens it returned are kept, the engine waits while the
@@ -30,7 +30,6 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import EngineConfig, GenerationConfig
@@ -52,8 +51,8 @@ from .http import (
     call_with_retries,
     is_connect_failure,
     parse_json,
-    server_name,
 )
+from .output import Output, output_budget, parse_addresses
 from .prometheus import parse_prometheus
 from .routing import Router, route_key
 from .sglang import SGLangBackend
@@ -76,60 +75,6 @@ class _State(enum.Enum):
     CLOSED = "closed"
 
 
-@dataclass(slots=True)
-class _Output:
-    """The tokens of one ``agenerate`` call, accumulated over continuations."""
-
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)
-    text: str = ""
-    has_text: bool = False
-    first_token_ns: int | None = None
-    itl: list[float] = field(default_factory=list)
-    cached_tokens: int = 0
-    server_timing: dict[str, float] = field(default_factory=dict)
-
-    def add(self, seg: Segment, versions: list[int]) -> None:
-        self.tokens.extend(seg.tokens)
-        self.logprobs.extend(seg.logprobs)
-        self.versions.extend(versions)
-        if seg.text is not None:
-            self.text += seg.text
-            self.has_text = True
-        if seg.chunks and self.first_token_ns is None:
-            self.first_token_ns = seg.chunks[0][0]
-        if len(seg.chunks) > 1:
-            self.itl.extend((b[0] - a[0]) / 1e9
-                            for a, b in zip(seg.chunks, seg.chunks[1:], strict=False))
-        self.cached_tokens += seg.cached_tokens
-        self.server_timing.update(seg.server_timing)
-
-
-def _is_host_port(server: str) -> bool:
-    host, sep, port = server.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
-
-
-def _addresses(addresses: str | Sequence[str]) -> list[str]:
-    if not isinstance(addresses, str | Sequence):
-        raise ConfigError(f"server addresses must be 'host:port' strings, got {addresses!r}")
-    items = addresses.split(",") if isinstance(addresses, str) else list(addresses)
-    servers = [server_name(a) for a in items if isinstance(a, str) and a.strip()]
-    if not servers or len(servers) != len(items) or not all(map(_is_host_port, servers)):
-        raise ConfigError(f"server addresses must be non-empty 'host:port' strings, "
-                          f"got {addresses!r}")
-    return servers
-
-
-def _budget(gconfig: GenerationConfig, prompt_len: int) -> int:
-    bound = min(gconfig.max_new_tokens, gconfig.max_tokens - prompt_len)
-    if bound <= 0:
-        raise ConfigError(f"the prompt has {prompt_len} tokens and max_tokens="
-                          f"{gconfig.max_tokens} leaves no room for output tokens")
-    return bound
-
-
 class RemoteInfEngine(InferenceEngine):
     """An engine over one or more servers of one flavour.
 
@@ -147,7 +92,7 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.config = config if config is not None else EngineConfig()
         self.backend = backend
-        servers = _addresses(addresses)
+        servers = parse_addresses(addresses)
         self.name = name or f"{backend.flavour}@{','.join(servers)}"
         self.router = Router(servers, self.config.routing)
         self._http = HttpClient(self.config)
@@ -179,7 +124,7 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    async def initialize(self) -> None:
+    async def initialize_async(self) -> None:
         """Wait (up to ``Timeouts.setup``) for the servers' health endpoints.
 
         Servers still unhealthy at the deadline are taken out of rotation and probed back in
@@ -205,7 +150,7 @@ class RemoteInfEngine(InferenceEngine):
         self._probe_task = asyncio.get_running_loop().create_task(
             self._probe_loop(), name=f"rollout_kit health probe {self.name}")
 
-    async def aclose(self) -> None:
+    async def close_async(self) -> None:
         """Stop the health probe and close the HTTP sessions; idempotent."""
         if self._state is _State.CLOSED:
             return
@@ -218,7 +163,7 @@ class RemoteInfEngine(InferenceEngine):
                     await task
             elif not task.get_loop().is_closed():
                 task.get_loop().call_soon_threadsafe(task.cancel)
-        await self._http.aclose()
+        await self._http.close_async()
 
     async def _ensure_open(self) -> None:
         if self._state is _State.OPENED:
@@ -228,7 +173,7 @@ class RemoteInfEngine(InferenceEngine):
             return
         if self._state is _State.CLOSED:
             raise ControllerStateError(f"engine {self.name} is closed; create a new one")
-        await self.initialize()
+        await self.initialize_async()
 
     async def _check_health(self, server: str, timeout: float) -> str | None:
         """``None`` when ``server`` answers its health endpoint, else the reason."""
@@ -320,7 +265,7 @@ class RemoteInfEngine(InferenceEngine):
         answers = await asyncio.gather(*(one(s) for s in self.servers))
         return dict(zip(self.servers, answers, strict=True))
 
-    async def pause_generation(self) -> None:
+    async def pause_generation_async(self) -> None:
         """Server side: abort in-flight generations on every server and hold new ones.
 
         Aborted ``agenerate`` calls keep their partial output and wait until
@@ -333,12 +278,12 @@ class RemoteInfEngine(InferenceEngine):
             self._generation_paused = False
             raise
 
-    async def continue_generation(self) -> None:
+    async def continue_generation_async(self) -> None:
         """Server side: resume generation on every server; waiting calls continue."""
         await self._control_all(self.backend.resume_request)
         self._generation_paused = False
 
-    async def update_weights_from_disk(self, path: str, version: int) -> None:
+    async def update_weights_from_disk_async(self, path: str, version: int) -> None:
         """Load weights from ``path`` on every server and set the engine's version.
 
         Raises:
@@ -376,7 +321,7 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- generation --------------------------------------------------------------------
 
-    async def agenerate(self, req: ModelRequest) -> ModelResponse:
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
         """Generate one completion, continuing across server-side aborts.
 
         Raises:
@@ -389,9 +334,9 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
                               "send one request per sample")
         prompt = list(req.input_ids)
-        budget = _budget(g, len(prompt)) if prompt else g.max_new_tokens
+        budget = output_budget(g, len(prompt)) if prompt else g.max_new_tokens
         key = route_key(req.rid, req.metadata)
-        out = _Output()
+        out = Output()
         state = RetryState()
         server: str | None = None
         n_cont = 0
@@ -405,7 +350,7 @@ class RemoteInfEngine(InferenceEngine):
                     g, budget - len(out.tokens), server, state)
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
-                    budget = _budget(g, len(prompt))
+                    budget = output_budget(g, len(prompt))
                 out.add(seg, seg.versions or [self._version] * len(seg.tokens))
                 stop: StopReason | None = seg.finish
                 if stop != "abort":
@@ -426,7 +371,7 @@ class RemoteInfEngine(InferenceEngine):
             raise
         return self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
 
-    def _response(self, req: ModelRequest, prompt: list[int], out: _Output, stop: StopReason,
+    def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
                   t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:
         latency = (time.perf_counter_ns() - t0) / 1e9
         ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
@@ -456,23 +401,35 @@ class RemoteInfEngine(InferenceEngine):
             input_ids=input_ids, text=text, gconfig=gconfig, max_new_tokens=max_new_tokens,
             stream=cfg.stream, model=self._model)
         failed: list[str] = []
+        send = self._stream_once if cfg.stream else self._post_once
 
         async def attempt(i: int, timeout: float) -> tuple[Segment, str]:
             server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
             with self.router.track(server):
                 try:
-                    if cfg.stream:
-                        return await self._stream_once(server, payload, timeout), server
-                    return await self._post_once(server, payload, timeout), server
+                    return await send(server, payload, timeout), server
                 except EngineError as exc:
                     failed.append(server)
                     if is_connect_failure(exc):
                         self.router.mark_down(server)
                     raise
 
+        # fast path: the first attempt without the retry loop's frames (most requests)
+        started = time.monotonic()
+        server = self.router.choose(key, exclude=failed, prefer=prefer)
+        with self.router.track(server):
+            try:
+                return await send(server, payload,
+                                  min(cfg.timeouts.request, cfg.timeouts.total)), server
+            except EngineError as exc:
+                failed.append(server)
+                if is_connect_failure(exc):
+                    self.router.mark_down(server)
+                first = exc
         return await call_with_retries(
             attempt, policy=cfg.retry, request_timeout=cfg.timeouts.request,
-            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint)
+            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint,
+            first_error=first, started=started)
 
     def _bad_body(self, server: str, exc: Exception, body: Any) -> EngineResponseError:
         endpoint = self.backend.generate_endpoint
@@ -519,13 +476,13 @@ class RemoteInfEngine(InferenceEngine):
 
     # -- observability -----------------------------------------------------------------
 
-    async def health(self) -> dict[str, bool]:
+    async def health_async(self) -> dict[str, bool]:
         """Ask every server's health endpoint now (does not change the rotation)."""
         timeout = self.config.timeouts.health
         results = await asyncio.gather(*(self._check_health(s, timeout) for s in self.servers))
         return {s: err is None for s, err in zip(self.servers, results, strict=True)}
 
-    async def server_metrics(self) -> pd.DataFrame:
+    async def server_metrics_async(self) -> pd.DataFrame:
         """Scrape every server's ``/metrics`` into columns server, metric, labels, value.
 
         Raises:

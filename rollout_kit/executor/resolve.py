@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..errors import ConfigError, RolloutKitError
@@ -20,9 +21,11 @@ from ..workflows.base import WorkflowLike, is_workflow
 __all__ = [
     "AcceptFn",
     "AcceptFnSpec",
+    "Recipe",
     "WorkflowFactory",
     "WorkflowSpec",
     "import_object",
+    "make_recipe",
     "resolve_accept_fn",
     "workflow_factory",
 ]
@@ -66,6 +69,37 @@ class WorkflowFactory:
         except Exception as exc:
             raise ConfigError(f"{type(self._instance).__qualname__}.validate(data) refused "
                               f"the data: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Recipe:
+    """A checked workflow spec: how to run the tasks of one ``submit`` or batch call.
+
+    Made once per call by a worker pool's ``prepare`` (so a batch checks and, for remote
+    workers, serializes its workflow once), then handed to the worker with every task.
+
+    Attributes:
+        workflow, workflow_kwargs, should_accept_fn: the specs as the user gave them.
+        factory: gives the workflow instance of each task.
+        accept_fn: the resolved ``should_accept_fn`` or ``None``.
+        payload: what a pool needs to run the workflow elsewhere (the Ray pool: the
+            serialized specs); ``None`` for in-process workers.
+    """
+
+    workflow: object
+    workflow_kwargs: dict[str, Any] | None
+    should_accept_fn: object
+    factory: WorkflowFactory
+    accept_fn: AcceptFn | None
+    payload: object = None
+
+
+def make_recipe(workflow: object, workflow_kwargs: dict[str, Any] | None,
+                should_accept_fn: object, payload: object = None) -> Recipe:
+    """Check the specs now and bundle them (raises ``ConfigError``)."""
+    return Recipe(workflow, workflow_kwargs, should_accept_fn,
+                  workflow_factory(workflow, workflow_kwargs),
+                  resolve_accept_fn(should_accept_fn), payload)
 
 
 @functools.lru_cache(maxsize=256)

@@ -238,7 +238,7 @@ if pytest_asyncio is not None:
         yield _controller_factory(sim_servers, made)
         for ctl in reversed(made):
             if not ctl.closed:
-                await ctl.aclose()
+                await ctl.close_async()
 
 
 # -- the real vLLM server ---------------------------------------------------------------------

@@ -8,7 +8,7 @@ needed), so workflow code can be instrumented unconditionally::
 
     async with trace_session():
         async with atrace_phase("generate"):
-            resp = await engine.agenerate(req)
+            resp = await engine.generate_async(req)
         annotate(server=resp.server, stop_reason=resp.stop_reason)
         increment(prompt_tokens=len(req.input_ids), completion_tokens=len(resp.output_tokens))
 """

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import ConfigError, TraceSchemaError
 from . import phases
+from .codes import EVENT_CODES, STATUS_CODES
 from .schema import LIFECYCLE_EVENTS, PHASE_SESSION_SUFFIX, SCHEMA_VERSION, STATUSES
 
 __all__ = [
@@ -54,8 +55,6 @@ FORMAT = "rollout_kit.trace"
 MISSING = -(2**63)
 FLAG_CLOSED_AT_FINALIZE = 1
 FLAG_RAISED = 2
-STATUS_CODES = {s: i for i, s in enumerate(STATUSES)}
-EVENT_CODES = {e: i for i, e in enumerate(LIFECYCLE_EVENTS)}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -81,9 +80,9 @@ def check_attrs(attrs: Mapping[str, object], reserved: frozenset[str]) -> None:
             )
         if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
             raise ConfigError(f"trace attribute {name!r}={value} does not fit in 64 bits")
-        if name in reserved or (name.endswith("_s") and name[:-2] in phases._codes) or (
+        if name in reserved or (name.endswith("_s") and phases.is_phase(name[:-2])) or (
                 name.endswith(PHASE_SESSION_SUFFIX)
-                and name[: -len(PHASE_SESSION_SUFFIX)] in phases._codes):
+                and phases.is_phase(name[: -len(PHASE_SESSION_SUFFIX)])):
             raise ConfigError(f"trace attribute name {name!r} is reserved for a computed column")
 
 
@@ -319,7 +318,7 @@ class Store:
         t_attr_rows = _rows_by_owner(self.task_attrs, task_from)
         s_attr_rows = _rows_by_owner(self.session_attrs, session_from)
         reasons = _rows_by_owner({"r": self.reason, "e": self.error}, task_from)
-        names = phases._names
+        names = phases.phase_names()
         T, Ss, P = self.tasks, self.sessions, self.spans
         out: list[dict[str, Any]] = []
         srow, prow = session_from, span_from

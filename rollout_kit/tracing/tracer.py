@@ -54,7 +54,7 @@ from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from .persist import append_records
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope, TaskScope
-from .store import FORMAT, AttrValue, Store, check_attrs, check_counts
+from .store import FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
 __all__ = ["Tracer", "current_tracer"]
 
@@ -110,6 +110,7 @@ class Tracer:
         self._store = Store()
         self._wcode = self._store.worker_code(self.worker)
         self.live.restart()
+        self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
         if self.path is not None:
             try:
@@ -195,7 +196,8 @@ class Tracer:
             if t is not None:
                 t.marks[code] = ts_ns
                 return
-            if validate_task_id(task_id) in live.done:
+            tid = validate_task_id(task_id)
+            if tid in live.done or tid in self._ingested:
                 self._store.add_mark(task_id, self._wcode, code, ts_ns)
                 flush = self.path is not None and self._pending_records() >= self.flush_threshold
             else:
@@ -425,7 +427,9 @@ class Tracer:
 
         Times are re-anchored through the records' wall-clock anchor; each task keeps its
         ``worker``. Ingested task ids are not checked against this tracer's ids (in SPMD
-        mode ``(worker, task_id)`` is the unique key).
+        mode ``(worker, task_id)`` is the unique key); a later :meth:`mark` of an ingested
+        id (e.g. ``consume`` by the result's owner) is recorded like one of a finalized
+        task.
 
         Returns:
             The number of task records ingested.
@@ -436,6 +440,9 @@ class Tracer:
         recs = list(records)
         with self.live.lock:
             n = self._store.ingest(recs, self.epoch_ns, self.wall_epoch)
+            for rec in recs:
+                if rec.get("kind") == "task":
+                    self._ingested.add(int(rec["task_id"]))
             flush = self.path is not None and self._pending_records() >= self.flush_threshold
         if flush:
             self.flush()

@@ -1,6 +1,6 @@
 """``RolloutWorkflow``: AReaL's workflow interface, ``async arun_episode(engine, data)``.
 
-A workflow turns one data item into a trajectory by calling ``await engine.agenerate(...)``
+A workflow turns one data item into a trajectory by calling ``await engine.generate_async(...)``
 as often as it likes; returning ``None`` rejects the item. Any object with an async
 ``arun_episode(engine, data)`` method works (AReaL workflows port unchanged); subclassing
 :class:`RolloutWorkflow` is optional but documents intent.
@@ -20,7 +20,7 @@ Writing your own workflow, with a custom traced phase::
         async def arun_episode(self, engine, data):
             with trace_session():                 # one session = one generated sample
                 with trace_phase("generate"):
-                    resp = await engine.agenerate(ModelRequest(text=data["prompt"]))
+                    resp = await engine.generate_async(ModelRequest(text=data["prompt"]))
                 with trace_phase("verify"):
                     ok = check(resp.text)
             return {"text": resp.text, "reward": float(ok)} if ok else None
@@ -53,7 +53,7 @@ class RolloutWorkflow(ABC):
         """Run one episode for ``data`` and return its trajectory, or ``None`` to reject.
 
         Args:
-            engine: the engine to call ``await engine.agenerate(ModelRequest(...))`` on.
+            engine: the engine to call ``await engine.generate_async(ModelRequest(...))`` on.
             data: one item of the dataset (usually a dict).
         """
 

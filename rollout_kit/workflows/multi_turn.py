@@ -78,7 +78,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
         with trace_session():
             for turn in range(1, self.max_turns + 1):
                 async with atrace_phase("generate"):
-                    resp = await engine.agenerate(
+                    resp = await engine.generate_async(
                         ModelRequest(rid=rid, input_ids=list(seq), gconfig=gconfig))
                 out = list(resp.output_tokens)
                 completion = self.tokenizer.decode(out)

@@ -172,7 +172,7 @@ class SingleTurnWorkflow(RolloutWorkflow):
         req = ModelRequest(rid=rid, input_ids=list(ids),
                            text=None if ids else text, gconfig=gconfig)
         async with atrace_phase("generate"):
-            return await engine.agenerate(req)
+            return await engine.generate_async(req)
 
     def completion_text(self, resp: ModelResponse) -> str:
         """The completion's text (tokenizer decode when given, else the server's text)."""

@@ -42,7 +42,7 @@ async def test_generate_parses_tokens_and_logprobs(flavour: str, stream: bool) -
     async with serve(flavour, n=1, time_scale=0.01, answer_fn=answer("four")) as cluster, \
             make_engine(flavour, cluster.addresses, stream=stream) as engine:
         r = req(max_new_tokens=32)
-        resp = await engine.agenerate(r)
+        resp = await engine.generate_async(r)
     assert resp.output_tokens == [*TOK.encode("four"), TOK.eos_token_id]
     assert len(resp.output_logprobs) == len(resp.output_tokens)
     assert all(lp <= 0 and not math.isnan(lp) for lp in resp.output_logprobs)
@@ -62,7 +62,7 @@ async def test_generate_parses_tokens_and_logprobs(flavour: str, stream: bool) -
 async def test_text_prompt_gets_prompt_ids_from_server(flavour: str) -> None:
     async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
             make_engine(flavour, cluster.addresses) as engine:
-        resp = await engine.agenerate(ModelRequest(text="hello"))
+        resp = await engine.generate_async(ModelRequest(text="hello"))
     assert resp.output_tokens == [*TOK.encode("ok"), TOK.eos_token_id]
     assert resp.input_tokens == TOK.encode("hello")
     assert resp.text == "ok"
@@ -75,16 +75,16 @@ async def test_abort_continue_across_pause_and_version_bump(flavour: str, stream
     async with serve(flavour, n=2, itl_s=0.004, jitter_cv=0.0,
                      answer_fn=answer(long_answer)) as cluster, \
             make_engine(flavour, cluster.addresses, stream=stream) as engine:
-        task = asyncio.create_task(engine.agenerate(req(max_new_tokens=120)))
+        task = asyncio.create_task(engine.generate_async(req(max_new_tokens=120)))
         await asyncio.sleep(0.15)  # some tokens are out, far from all 120
-        await engine.pause_generation()
+        await engine.pause_generation_async()
         if flavour == "sglang":
-            await engine.update_weights_from_disk("/ckpt/step1", 1)
+            await engine.update_weights_from_disk_async("/ckpt/step1", 1)
         else:
             engine.set_version(1)
         await asyncio.sleep(0.05)
         assert not task.done()  # held while paused
-        await engine.continue_generation()
+        await engine.continue_generation_async()
         resp = await task
     # the full original budget, not what was left after the abort (AReaL #858)
     assert len(resp.output_tokens) == 120 and resp.stop_reason == "length"
@@ -101,7 +101,7 @@ async def test_abort_fault_is_continued(flavour: str) -> None:
     async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("y" * 200)) as cluster, \
             make_engine(flavour, cluster.addresses) as engine:
         cluster.servers[0].faults.force("abort", 2)
-        resp = await engine.agenerate(req(max_new_tokens=64))
+        resp = await engine.generate_async(req(max_new_tokens=64))
     # partial outputs are kept and the budget is the original one
     assert resp.output_tokens == TOK.encode("y" * 64) and len(resp.output_logprobs) == 64
     assert resp.n_continuations == 2 and resp.stop_reason == "length"
@@ -129,7 +129,7 @@ async def test_retries_each_fault_kind(flavour: str, kind: str, status: int | No
             plan.force(kind)  # type: ignore[arg-type]
         else:
             plan.force(kind, status=status)  # type: ignore[arg-type]
-        resp = await engine.agenerate(req(max_new_tokens=16))
+        resp = await engine.generate_async(req(max_new_tokens=16))
     assert resp.output_tokens == [*TOK.encode("fine"), TOK.eos_token_id]
     assert resp.retries == 1
 
@@ -141,7 +141,7 @@ async def test_no_retry_on_400(flavour: str) -> None:
             make_engine(flavour, cluster.addresses, retry=slow) as engine:
         t0 = time.monotonic()
         with pytest.raises(EngineBadRequestError) as info:
-            await engine.agenerate(req("p" * 100, max_new_tokens=8, max_tokens=10_000))
+            await engine.generate_async(req("p" * 100, max_new_tokens=8, max_tokens=10_000))
         assert time.monotonic() - t0 < 2.0  # a retry would have slept 5 s
     assert info.value.status == 400 and info.value.server in str(info.value)
     assert "p" * 100 not in str(info.value)
@@ -150,14 +150,14 @@ async def test_no_retry_on_400(flavour: str) -> None:
 async def test_round_robin_spreads_and_sticky_keeps_server() -> None:
     async with serve("sglang", n=2, zero_latency=True) as cluster:
         async with make_engine("sglang", cluster.addresses) as rr:
-            servers = [(await rr.agenerate(req(max_new_tokens=4))).server for _ in range(8)]
+            servers = [(await rr.generate_async(req(max_new_tokens=4))).server for _ in range(8)]
         assert servers.count(rr.servers[0]) == 4 and servers.count(rr.servers[1]) == 4
         async with make_engine("sglang", cluster.addresses, routing="sticky") as sticky:
             by_task: dict[str, set[str | None]] = {}
             for task in ("t0", "t1", "t2", "t3"):
                 rs = [ModelRequest(rid=f"{task}:{i}", input_ids=[5, 6, 7],
                                    gconfig=GenerationConfig(max_new_tokens=4)) for i in range(4)]
-                out = await asyncio.gather(*(sticky.agenerate(r) for r in rs))
+                out = await asyncio.gather(*(sticky.generate_async(r) for r in rs))
                 by_task[task] = {o.server for o in out}
         assert all(len(s) == 1 for s in by_task.values())
         assert len(set().union(*by_task.values())) == 2  # tasks still spread over servers
@@ -166,7 +166,7 @@ async def test_round_robin_spreads_and_sticky_keeps_server() -> None:
 async def test_least_in_flight_balances_concurrent_requests() -> None:
     async with serve("vllm", n=2, time_scale=0.01) as cluster, \
             make_engine("vllm", cluster.addresses, routing="least_in_flight") as engine:
-        out = await asyncio.gather(*(engine.agenerate(req(max_new_tokens=8))
+        out = await asyncio.gather(*(engine.generate_async(req(max_new_tokens=8))
                                      for _ in range(40)))
     counts = [sum(o.server == s for o in out) for s in engine.servers]
     assert sum(counts) == 40 and abs(counts[0] - counts[1]) <= 2
@@ -177,17 +177,17 @@ async def test_dead_server_leaves_rotation_and_is_probed_back() -> None:
             make_engine("sglang", cluster.addresses) as engine:
         dead = engine.servers[1]
         await cluster.servers[1].stop()
-        out = [await engine.agenerate(req(max_new_tokens=4)) for _ in range(6)]
+        out = [await engine.generate_async(req(max_new_tokens=4)) for _ in range(6)]
         assert all(o.server == engine.servers[0] for o in out)
         assert engine.router.down == (dead,)
-        assert (await engine.health()) == {engine.servers[0]: True, dead: False}
+        assert (await engine.health_async()) == {engine.servers[0]: True, dead: False}
         await cluster.servers[1].start()
         for _ in range(100):
             if not engine.router.down:
                 break
             await asyncio.sleep(0.02)
         assert engine.router.down == ()
-        out = [await engine.agenerate(req(max_new_tokens=4)) for _ in range(4)]
+        out = [await engine.generate_async(req(max_new_tokens=4)) for _ in range(4)]
         assert {o.server for o in out} == set(engine.servers)
 
 
@@ -224,7 +224,7 @@ async def test_thousand_concurrent_requests_on_one_engine(
 
         monkeypatch.setattr(sim, "run", held_run)
         watcher = asyncio.create_task(watch(engine))
-        out = await asyncio.gather(*(engine.agenerate(req(f"prompt {i}", max_new_tokens=4))
+        out = await asyncio.gather(*(engine.generate_async(req(f"prompt {i}", max_new_tokens=4))
                                      for i in range(n)))
         watcher.cancel()
     assert len(out) == n and all(1 <= len(o.output_tokens) <= 4 for o in out)
@@ -237,9 +237,9 @@ async def test_initialize_unreachable_names_address_within_bound() -> None:
     engine = RemoteSGLangEngine(f"127.0.0.1:{port}", config=EngineConfig(timeouts=timeouts))
     t0 = time.monotonic()
     with pytest.raises(NoHealthyServerError, match=f"127.0.0.1:{port}"):
-        await engine.initialize()
+        await engine.initialize_async()
     assert time.monotonic() - t0 < 2.0
-    await engine.aclose()
+    await engine.close_async()
 
 
 @pytest.mark.parametrize("client,server", [("sglang", "vllm"), ("vllm", "sglang")])
@@ -248,9 +248,9 @@ async def test_wrong_flavour_gives_a_hint(client: str, server: str) -> None:
         engine = make_engine(client, cluster.addresses)
         try:
             with pytest.raises(EngineError) as info:
-                await engine.agenerate(req(max_new_tokens=4))
+                await engine.generate_async(req(max_new_tokens=4))
         finally:
-            await engine.aclose()
+            await engine.close_async()
     other = "vLLM" if server == "vllm" else "SGLang"
     assert other in str(info.value)
 
@@ -267,10 +267,10 @@ async def test_api_key_never_leaks(caplog: pytest.LogCaptureFixture) -> None:
         tracer.register_task(0)
         with tracer.task_scope(0):
             async with tracer.session():
-                ok = await engine.agenerate(req(max_new_tokens=4))
+                ok = await engine.generate_async(req(max_new_tokens=4))
             with pytest.raises(EngineBadRequestError) as info:
                 async with tracer.session():
-                    await engine.agenerate(req("q" * 100, max_new_tokens=4))
+                    await engine.generate_async(req("q" * 100, max_new_tokens=4))
         tracer.finalize(0, "accepted")
         texts = [repr(engine), repr(engine.config), str(info.value), repr(info.value),
                  info.value.body, caplog.text, tracer.sessions_df().to_string(), repr(ok)]
@@ -296,7 +296,7 @@ async def test_garbage_and_html_bodies_are_clear_errors() -> None:
     try:
         async with make_engine("sglang", f"127.0.0.1:{port}") as engine:
             with pytest.raises(EngineError, match="HTML") as info:
-                await engine.agenerate(req(max_new_tokens=4))
+                await engine.generate_async(req(max_new_tokens=4))
         assert f"127.0.0.1:{port}" in str(info.value) and "vLLM" in str(info.value)
     finally:
         await runner.cleanup()
@@ -306,24 +306,24 @@ async def test_lifecycle_config_errors_and_observability() -> None:
     async with serve("sglang", n=2, zero_latency=True) as cluster:
         engine = make_engine("sglang", cluster.addresses)
         with pytest.raises(ConfigError, match="n_samples"):
-            await engine.agenerate(req(n_samples=2))
+            await engine.generate_async(req(n_samples=2))
         with pytest.raises(ConfigError, match="no room"):
-            await engine.agenerate(req("abcd", max_tokens=4))
-        assert await engine.health() == dict.fromkeys(engine.servers, True)
-        metrics = await engine.server_metrics()
+            await engine.generate_async(req("abcd", max_tokens=4))
+        assert await engine.health_async() == dict.fromkeys(engine.servers, True)
+        metrics = await engine.server_metrics_async()
         assert list(metrics.columns) == ["server", "metric", "labels", "value"]
         assert set(metrics["server"]) == set(engine.servers)
         assert metrics["metric"].str.startswith("sglang:").any()
-        await engine.aclose()
-        await engine.aclose()  # idempotent
+        await engine.close_async()
+        await engine.close_async()  # idempotent
         with pytest.raises(ControllerStateError):
-            await engine.agenerate(req())
+            await engine.generate_async(req())
 
 
 def test_session_per_event_loop() -> None:
     """The engine used from two loops in turn gets a fresh session on each."""
     async def one() -> int:
-        return len((await engine.agenerate(req(max_new_tokens=4))).output_tokens)
+        return len((await engine.generate_async(req(max_new_tokens=4))).output_tokens)
 
     with serve_in_thread("sglang", n=1, zero_latency=True) as cluster:
         engine = make_engine("sglang", cluster.addresses)
@@ -333,7 +333,7 @@ def test_session_per_event_loop() -> None:
             assert second.run_until_complete(one()) > 0
             assert first.run_until_complete(one()) > 0
         finally:
-            second.run_until_complete(engine.aclose())
+            second.run_until_complete(engine.close_async())
             for loop in (first, second):
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()

@@ -93,10 +93,10 @@ def engine_for(server: RealServer, **config: Any) -> RemoteInfEngine:
 async def _engine(server: RealServer, **config: Any) -> AsyncIterator[RemoteInfEngine]:
     engine = engine_for(server, **config)
     try:
-        await engine.initialize()
+        await engine.initialize_async()
         yield engine
     finally:
-        await engine.aclose()
+        await engine.close_async()
 
 
 def _gconfig(max_new_tokens: int) -> GenerationConfig:
@@ -120,7 +120,7 @@ async def check_token_ids_and_logprobs(server: RealServer, n_tokens: int = 8) ->
     """A token-id prompt: ids, logprobs, prompt ids as the server saw them, versions 0."""
     async with _engine(server) as engine:
         prompt = server.ids()
-        resp = await engine.agenerate(ModelRequest(input_ids=prompt,
+        resp = await engine.generate_async(ModelRequest(input_ids=prompt,
                                                    gconfig=_gconfig(n_tokens)))
     assert_random_weight_output(server, resp, n_tokens)
     assert resp.input_tokens == prompt
@@ -134,7 +134,7 @@ async def check_token_ids_and_logprobs(server: RealServer, n_tokens: int = 8) ->
 async def check_text_prompt(server: RealServer, n_tokens: int = 6) -> ModelResponse:
     """A text prompt: the server tokenizes and reports the prompt ids; text comes back."""
     async with _engine(server) as engine:
-        resp = await engine.agenerate(ModelRequest(text=server.text,
+        resp = await engine.generate_async(ModelRequest(text=server.text,
                                                    gconfig=_gconfig(n_tokens)))
     assert_random_weight_output(server, resp, n_tokens)
     assert resp.input_tokens, "the server did not report the prompt's token ids"
@@ -147,7 +147,7 @@ async def check_streaming(server: RealServer, n_tokens: int = 12) -> ModelRespon
     """Streaming: same parsing, plus a measured TTFT and inter-token latencies."""
     async with _engine(server, stream=True) as engine:
         prompt = server.ids(1)
-        resp = await engine.agenerate(ModelRequest(input_ids=prompt,
+        resp = await engine.generate_async(ModelRequest(input_ids=prompt,
                                                    gconfig=_gconfig(n_tokens)))
     assert_random_weight_output(server, resp, n_tokens)
     assert resp.input_tokens == prompt and resp.stop_reason == "length"
@@ -162,7 +162,7 @@ async def check_error_shapes(server: RealServer) -> None:
     async with _engine(server) as engine:
         long_prompt = [5] * (server.max_model_len + 50)
         with pytest.raises(EngineBadRequestError) as info:
-            await engine.agenerate(ModelRequest(input_ids=long_prompt, gconfig=_gconfig(4)))
+            await engine.generate_async(ModelRequest(input_ids=long_prompt, gconfig=_gconfig(4)))
         err = info.value
         assert err.status == 400 and err.server == server.address
         # the server's own message (vLLM "maximum context length is N tokens", SGLang
@@ -172,7 +172,8 @@ async def check_error_shapes(server: RealServer) -> None:
     if server.flavour == "vllm":  # SGLang serves whatever model it loaded, ignoring the name
         async with _engine(server, model="nope") as engine:
             with pytest.raises(EngineBadRequestError) as info:
-                await engine.agenerate(ModelRequest(input_ids=server.ids(), gconfig=_gconfig(2)))
+                await engine.generate_async(ModelRequest(input_ids=server.ids(),
+                                                         gconfig=_gconfig(2)))
         assert info.value.status == 404 and "nope" in str(info.value)
 
 
@@ -183,7 +184,7 @@ async def check_tracer_sessions(server: RealServer, *, stream: bool) -> Any:
         tracer.register_task(0)
         with tracer.task_scope(0):
             async with tracer.session():
-                resp = await engine.agenerate(ModelRequest(input_ids=server.ids(2),
+                resp = await engine.generate_async(ModelRequest(input_ids=server.ids(2),
                                                            gconfig=_gconfig(5)))
         tracer.finalize(0, "accepted")
     sessions = tracer.sessions_df()
@@ -202,19 +203,19 @@ async def _abort_once(server: RealServer, engine: RemoteInfEngine, budget: int, 
                       lead_s: float) -> tuple[str, ModelResponse | None]:
     """One try of the abort → continue loop; ``("ok", resp)`` or why it missed."""
     engine.set_version(0)
-    task = asyncio.create_task(engine.agenerate(ModelRequest(
+    task = asyncio.create_task(engine.generate_async(ModelRequest(
         input_ids=server.ids(salt), gconfig=_gconfig(budget))))
     await asyncio.sleep(lead_s)
     if task.done():
         await task
         return "finished before the pause", None
-    await engine.pause_generation()
+    await engine.pause_generation_async()
     try:
         engine.set_version(1)
         await asyncio.sleep(0.3)
         held = not task.done()
     finally:
-        await engine.continue_generation()
+        await engine.continue_generation_async()
     resp = await asyncio.wait_for(task, 120)
     if resp.n_continuations == 0:
         return "finished before the pause took effect", resp
@@ -249,7 +250,7 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
                 pytest.fail(f"the pause never landed mid-generation: {misses}")
         finally:
             if engine.generation_paused:
-                await engine.continue_generation()
+                await engine.continue_generation_async()
             engine.set_version(0)
     assert len(resp.output_tokens) == budget and resp.stop_reason == "length"
     assert len(resp.output_logprobs) == budget
@@ -264,14 +265,14 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
 async def check_weight_update(server: RealServer, model_path: str) -> ModelResponse:
     """SGLang: ``update_weights_from_disk`` mid-generation bumps the version of later tokens."""
     async with _engine(server) as engine:
-        task = asyncio.create_task(engine.agenerate(ModelRequest(
+        task = asyncio.create_task(engine.generate_async(ModelRequest(
             input_ids=server.ids(7), gconfig=_gconfig(600))))
         await asyncio.sleep(0.2)
-        await engine.pause_generation()
+        await engine.pause_generation_async()
         try:
-            await engine.update_weights_from_disk(model_path, 1)
+            await engine.update_weights_from_disk_async(model_path, 1)
         finally:
-            await engine.continue_generation()
+            await engine.continue_generation_async()
         resp = await asyncio.wait_for(task, 120)
         assert engine.get_version() == 1
     assert len(resp.output_tokens) == 600 and resp.stop_reason == "length"

@@ -251,5 +251,5 @@ async def test_bad_data_is_refused_at_submit_with_a_config_error(data: Any) -> N
             c.submit(data, WF)
         assert c.ids.peek == 0 and c.stats()["submitted"] == 0
     finally:
-        await c.aclose()
+        await c.close_async()
     assert "prompt" in str(info.value)

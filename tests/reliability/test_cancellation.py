@@ -108,7 +108,7 @@ def test_keyboard_interrupt_during_blocking_rollout_batch() -> None:
             loop = private_loop()
             # every task still pending is a tracked rollout of this controller: no orphan
             running = leftover_tasks(loop)
-            tracked = {f"rollout-{t}" for t in ctl._where}
+            tracked = {f"rollout-{t}" for t in ctl.results.unfinished()}
             assert running and set(running) <= tracked, (running, sorted(tracked)[:5])
             # nothing was lost: the interrupted batch's tasks come back from wait()
             ctl.cancel_all()

@@ -159,7 +159,7 @@ class Harness:
 
     def close(self) -> None:
         for e in self.engines.values():
-            self.runner.run(e.aclose())
+            self.runner.run(e.close_async())
         self.runner.run(self.server.stop())
         self.runner.close()
 
@@ -169,7 +169,7 @@ class Harness:
 
         async def go() -> ModelResponse:
             async with asyncio.timeout(10):  # a hang fails the test as TimeoutError
-                return await engine.agenerate(req)
+                return await engine.generate_async(req)
 
         return self.runner.run(go())
 

@@ -184,7 +184,7 @@ async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> 
             # requests scheduled on the server, far from their 900 tokens
             async with asyncio.timeout(60):
                 while True:
-                    m = await engine.server_metrics()
+                    m = await engine.server_metrics_async()
                     running = m.loc[m["metric"] == "vllm:num_requests_running", "value"].sum()
                     if running >= 1:  # vLLM CPU schedules only a few at a time
                         return
@@ -194,7 +194,7 @@ async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> 
             await _pause_bump_continue(ctl, some_tokens)
         finally:  # the server is shared by the session: never leave it paused
             if engine.generation_paused:
-                await engine.continue_generation()
+                await engine.continue_generation_async()
         results = await ctl.wait_async(timeout=300)
         wall = time.perf_counter() - t0
         ledger = check_ledger(ids, results, ctl.traces())

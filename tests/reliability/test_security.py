@@ -66,7 +66,7 @@ async def test_api_key_never_leaks(tmp_path: Path, caplog: pytest.LogCaptureFixt
             frames = [ctl.traces(), ctl.sessions(), ctl.spans()]
         await cluster[0].stop()  # connection errors too
         with pytest.raises(EngineError) as info:
-            await engine.agenerate(ModelRequest(input_ids=[1, 2]))
+            await engine.generate_async(ModelRequest(input_ids=[1, 2]))
         texts += [str(info.value), repr(info.value)]
     assert any(r.status == "failed" for r in results), "no error path was exercised"
     for r in results:
@@ -99,7 +99,7 @@ async def test_error_messages_truncate_payloads() -> None:
         async with make_engine("sglang", [addr], retry=RetryPolicy(max_retries=0)) as engine:
             prompt = list(range(50_000))
             with pytest.raises(EngineError) as info:
-                await engine.agenerate(ModelRequest(input_ids=prompt))
+                await engine.generate_async(ModelRequest(input_ids=prompt))
     finally:
         await runner.cleanup()
     err: Any = info.value

@@ -1,0 +1,12 @@
+"""The controller: one id counter, one tracer, one result owner over its workers.
+
+:class:`RolloutController` is the facade; :class:`~.results.ResultBook` owns results;
+:mod:`.batching` holds ``rollout_batch`` / ``prepare_batch``.
+"""
+
+from __future__ import annotations
+
+from .controller import RolloutController
+from .results import ResultBook
+
+__all__ = ["ResultBook", "RolloutController"]
