@@ -18,6 +18,7 @@ Usage::
     from rollout_kit import plotting
     ax = plotting.plot_timeline(traces.spans, tasks=traces.tasks)
     fig = plotting.dashboard(traces.tasks, traces.spans, traces.sessions)
+    fig = plotting.load_sweep_figure(sweep_df, run.frame)   # open-loop load sweeps
 """
 
 from __future__ import annotations
@@ -33,6 +34,13 @@ from .charts import (
     save_plot,
     throughput_window,
 )
+from .load import (
+    load_sweep_figure,
+    plot_achieved_rate,
+    plot_goodput,
+    plot_latency_vs_throughput,
+    plot_send_lag,
+)
 from .timeline import plot_timeline, timeline_figure
 
 __all__ = [
@@ -41,9 +49,14 @@ __all__ = [
     "STATUS_COLORS",
     "color_of_phase",
     "dashboard",
+    "load_sweep_figure",
+    "plot_achieved_rate",
     "plot_concurrency",
+    "plot_goodput",
     "plot_latency_hist",
     "plot_latency_scatter",
+    "plot_latency_vs_throughput",
+    "plot_send_lag",
     "plot_server_load",
     "plot_throughput",
     "plot_timeline",
