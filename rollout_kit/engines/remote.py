@@ -38,13 +38,13 @@ from ..errors import (
     ControllerStateError,
     EngineError,
     EngineResponseError,
-    NoHealthyServerError,
     truncate,
 )
 from ..io import ModelRequest, ModelResponse, StopReason
 from ..tracing import annotate, increment
 from .backend import Backend, ControlRequest, Segment
 from .base import InferenceEngine
+from .health import ServerHealth
 from .http import (
     HttpClient,
     RetryState,
@@ -96,6 +96,7 @@ class RemoteInfEngine(InferenceEngine):
         self.name = name or f"{backend.flavour}@{','.join(servers)}"
         self.router = Router(servers, self.config.routing)
         self._http = HttpClient(self.config)
+        self._health = ServerHealth(self._http, self.router, backend, self.config)
         self._state = _State.UNOPENED
         self._open_lock = asyncio.Lock()
         self._probe_task: asyncio.Task[None] | None = None
@@ -140,7 +141,7 @@ class RemoteInfEngine(InferenceEngine):
                 raise ControllerStateError(f"engine {self.name} is closed; create a new one")
             if self._state is _State.OPENED:
                 return
-            await self._wait_until_healthy()
+            await self._health.wait_until_healthy(self.name)
             if self.backend.needs_model and self._model is None:
                 self._model = await self._discover_model()
             self._start_probe()
@@ -148,7 +149,7 @@ class RemoteInfEngine(InferenceEngine):
 
     def _start_probe(self) -> None:
         self._probe_task = asyncio.get_running_loop().create_task(
-            self._probe_loop(), name=f"rollout_kit health probe {self.name}")
+            self._health.probe_forever(), name=f"rollout_kit health probe {self.name}")
 
     async def close_async(self) -> None:
         """Stop the health probe and close the HTTP sessions; idempotent."""
@@ -174,57 +175,6 @@ class RemoteInfEngine(InferenceEngine):
         if self._state is _State.CLOSED:
             raise ControllerStateError(f"engine {self.name} is closed; create a new one")
         await self.initialize_async()
-
-    async def _check_health(self, server: str, timeout: float) -> str | None:
-        """``None`` when ``server`` answers its health endpoint, else the reason."""
-        try:
-            await self._http.request(server, "GET", self.backend.health_endpoint,
-                                     timeout=max(timeout, 1e-3))
-        except EngineError as exc:
-            return str(exc)
-        return None
-
-    async def _wait_until_healthy(self) -> None:
-        timeouts = self.config.timeouts
-        deadline = time.monotonic() + timeouts.setup
-        pending = list(self.servers)
-        errors: dict[str, str] = {}
-        delay = 0.05
-        while True:
-            remaining = deadline - time.monotonic()
-            results = await asyncio.gather(*(
-                self._check_health(s, min(timeouts.health, remaining)) for s in pending))
-            for s, err in zip(pending, results, strict=True):
-                if err is not None:
-                    errors[s] = err
-            pending = [s for s, err in zip(pending, results, strict=True) if err is not None]
-            remaining = deadline - time.monotonic()
-            if not pending or remaining <= 0:
-                break
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
-        if len(pending) == len(self.servers):
-            detail = "; ".join(f"{s}: {truncate(errors.get(s, '?'), 200)}" for s in pending)
-            raise NoHealthyServerError(
-                f"no server of {self.name} answered {self.backend.health_endpoint} within "
-                f"{timeouts.setup:g}s (Timeouts.setup). Unreachable: {detail}",
-                servers=pending, endpoint=self.backend.health_endpoint)
-        for s in pending:
-            logger.warning("server %s did not become healthy: %s", s, errors.get(s))
-            self.router.mark_down(s)
-
-    async def _probe_loop(self) -> None:
-        interval = self.config.health_probe_interval
-        while True:
-            await asyncio.sleep(interval)
-            down = self.router.down
-            if not down:
-                continue
-            results = await asyncio.gather(*(
-                self._check_health(s, self.config.timeouts.health) for s in down))
-            for s, err in zip(down, results, strict=True):
-                if err is None:
-                    self.router.mark_up(s)
 
     async def _discover_model(self) -> str:
         server = self.router.healthy[0] if self.router.healthy else self.servers[0]
@@ -479,7 +429,7 @@ class RemoteInfEngine(InferenceEngine):
     async def health_async(self) -> dict[str, bool]:
         """Ask every server's health endpoint now (does not change the rotation)."""
         timeout = self.config.timeouts.health
-        results = await asyncio.gather(*(self._check_health(s, timeout) for s in self.servers))
+        results = await asyncio.gather(*(self._health.check(s, timeout) for s in self.servers))
         return {s: err is None for s, err in zip(self.servers, results, strict=True)}
 
     async def server_metrics_async(self) -> pd.DataFrame:

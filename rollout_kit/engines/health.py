@@ -1,0 +1,96 @@
+"""``ServerHealth``: which of an engine's servers answer their health endpoint.
+
+At start an engine waits (up to ``Timeouts.setup``) until its servers are healthy; servers
+still down then leave the rotation and a background probe brings them back when they answer
+again. The router (:mod:`.routing`) holds the rotation; this module only decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..config import EngineConfig
+from ..errors import EngineError, NoHealthyServerError, truncate
+from .backend import Backend
+from .http import HttpClient
+from .routing import Router
+
+__all__ = ["ServerHealth"]
+
+logger = logging.getLogger("rollout_kit.engines")
+
+_MAX_POLL_S = 1.0
+
+
+class ServerHealth:
+    """Health checks of one engine's servers over its HTTP client and router."""
+
+    def __init__(self, http: HttpClient, router: Router, backend: Backend,
+                 config: EngineConfig) -> None:
+        self._http = http
+        self._router = router
+        self._backend = backend
+        self._config = config
+
+    async def check(self, server: str, timeout: float) -> str | None:
+        """``None`` when ``server`` answers its health endpoint, else the reason."""
+        try:
+            await self._http.request(server, "GET", self._backend.health_endpoint,
+                                     timeout=max(timeout, 1e-3))
+        except EngineError as exc:
+            return str(exc)
+        return None
+
+    async def wait_until_healthy(self, name: str) -> None:
+        """Poll until every server is healthy or ``Timeouts.setup`` passes.
+
+        Servers still down then leave the rotation (and are logged).
+
+        Raises:
+            NoHealthyServerError: no server became healthy; names each address and its
+                last error.
+        """
+        servers = self._router.servers
+        timeouts = self._config.timeouts
+        deadline = time.monotonic() + timeouts.setup
+        pending = list(servers)
+        errors: dict[str, str] = {}
+        delay = 0.05
+        while True:
+            remaining = deadline - time.monotonic()
+            results = await asyncio.gather(*(
+                self.check(s, min(timeouts.health, remaining)) for s in pending))
+            for s, err in zip(pending, results, strict=True):
+                if err is not None:
+                    errors[s] = err
+            pending = [s for s, err in zip(pending, results, strict=True) if err is not None]
+            remaining = deadline - time.monotonic()
+            if not pending or remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, _MAX_POLL_S)
+        endpoint = self._backend.health_endpoint
+        if len(pending) == len(servers):
+            detail = "; ".join(f"{s}: {truncate(errors.get(s, '?'), 200)}" for s in pending)
+            raise NoHealthyServerError(
+                f"no server of {name} answered {endpoint} within {timeouts.setup:g}s "
+                f"(Timeouts.setup). Unreachable: {detail}", servers=pending, endpoint=endpoint)
+        for s in pending:
+            logger.warning("server %s did not become healthy: %s", s, errors.get(s))
+            self._router.mark_down(s)
+
+    async def probe_forever(self) -> None:
+        """Every ``health_probe_interval``, put servers that answer again back in rotation."""
+        interval = self._config.health_probe_interval
+        while True:
+            await asyncio.sleep(interval)
+            down = self._router.down
+            if not down:
+                continue
+            results = await asyncio.gather(*(
+                self.check(s, self._config.timeouts.health) for s in down))
+            for s, err in zip(down, results, strict=True):
+                if err is None:
+                    self._router.mark_up(s)
