@@ -34,6 +34,7 @@ if _TYPE_CHECKING:
     from .errors import (
         ConfigError,
         ControllerStateError,
+        DatasetError,
         DuplicateTaskIdError,
         EngineBadRequestError,
         EngineConnectionError,
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "atrace_phase": ".tracing",
     "ConfigError": ".errors",
     "ControllerStateError": ".errors",
+    "DatasetError": ".errors",
     "DuplicateTaskIdError": ".errors",
     "EngineBadRequestError": ".errors",
     "EngineConfig": ".config",
@@ -150,6 +152,7 @@ __all__ = [
     "atrace_phase",
     "ConfigError",
     "ControllerStateError",
+    "DatasetError",
     "DuplicateTaskIdError",
     "EngineBadRequestError",
     "EngineConfig",

@@ -11,6 +11,7 @@ Every error rollout_kit raises on purpose is a ``RolloutKitError``. Where a stdl
     │   ├── UnknownTaskIdError(KeyError)        id was never submitted / registered
     │   └── TaskIdMismatchError                 a worker echoed a different id than it was given
     ├── ConfigError(ValueError)                 invalid config, sampling values, workflow spec, path
+    │   └── DatasetError                        a load dataset is empty, malformed (file:line) …
     ├── TraceError
     │   ├── TraceStateError                     phase ended but never started, finalized twice, …
     │   └── TraceSchemaError(ValueError)        a trace file / DataFrame lacks required columns
@@ -62,6 +63,7 @@ from typing import ClassVar
 __all__ = [
     "ConfigError",
     "ControllerStateError",
+    "DatasetError",
     "DuplicateTaskIdError",
     "EngineBadRequestError",
     "EngineConnectionError",
@@ -127,6 +129,24 @@ class TaskIdMismatchError(TaskIdError):
 
 class ConfigError(RolloutKitError, ValueError):
     """Invalid configuration or arguments (sampling values, workflow spec, paths, …)."""
+
+
+class DatasetError(ConfigError):
+    """A load-test dataset is unusable: empty, a malformed line, a missing key, a bad length.
+
+    The message is one line and names the file and the 1-based line number where known
+    (``"prompts.jsonl:3: not valid JSON (…)"``).
+
+    Attributes:
+        path: the dataset file, or ``None`` for a generated dataset.
+        line: the 1-based line number (JSONL) or entry number (JSON list), or ``None``.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
 
 
 class TraceError(RolloutKitError):
