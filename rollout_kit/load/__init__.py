@@ -1,0 +1,64 @@
+"""Open-loop load from a notebook: arrivals, runs, metrics and sweeps over the controller.
+
+Every request is a task of a :class:`~rollout_kit.controller.RolloutController` (one id
+counter, traced), paced on absolute deadlines, measured from the stream
+(``EngineConfig(stream=True)``) with ``vllm bench serve``'s metric definitions::
+
+    from rollout_kit.load import Arrivals, LoadSpec, run_load_async, synthetic
+    reqs = synthetic(200, input_len=64, output_len=32)
+    run = await run_load_async(ctl, reqs, LoadSpec(arrivals=Arrivals(rate=20.0)))
+    run.metrics(goodput="ttft:200 tpot:50")
+    df = await sweep_async(ctl, reqs, rates=[5, 10, 20, 40], spec_template=LoadSpec(...))
+
+Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
+:mod:`.runner` (sending and recording), :mod:`.metrics` (definitions), :mod:`.sweep`
+(levels until saturation), :mod:`.workflow` (the per-task workflow and its timing).
+"""
+
+from __future__ import annotations
+
+from .arrivals import Arrivals
+from .datasets import (
+    DATASET_NAMES,
+    LoadRequest,
+    load_dataset,
+    read_jsonl,
+    read_mooncake,
+    read_sharegpt,
+    shared_prefix,
+    synthetic,
+)
+from .metrics import (
+    accepted_samples_per_s,
+    compute_metrics,
+    parse_goodput,
+    time_to_batch,
+)
+from .runner import LoadRun, LoadSpec, run_load, run_load_async
+from .sweep import Saturation, sweep, sweep_async
+from .workflow import GenerateRequest, Measured
+
+__all__ = [
+    "DATASET_NAMES",
+    "Arrivals",
+    "GenerateRequest",
+    "LoadRequest",
+    "LoadRun",
+    "LoadSpec",
+    "Measured",
+    "Saturation",
+    "accepted_samples_per_s",
+    "compute_metrics",
+    "load_dataset",
+    "parse_goodput",
+    "read_jsonl",
+    "read_mooncake",
+    "read_sharegpt",
+    "run_load",
+    "run_load_async",
+    "shared_prefix",
+    "sweep",
+    "sweep_async",
+    "synthetic",
+    "time_to_batch",
+]

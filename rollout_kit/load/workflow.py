@@ -1,0 +1,204 @@
+"""Workflows of a load run: one plain generate request per task, or any workflow, measured.
+
+* :class:`GenerateRequest` turns one :class:`~rollout_kit.load.datasets.LoadRequest` (any
+  object with ``prompt`` / ``prompt_ids``, ``output_len`` and ``ignore_eos``) into one traced
+  ``generate_async`` call (``max_new_tokens = output_len``) and returns the response's timings
+  as the trajectory.
+* :class:`Measured` wraps the workflow of a run (``GenerateRequest`` or a full workflow such
+  as ``SingleTurnWorkflow`` with generate + reward) and hands it an engine that records every
+  ``generate_async`` call of the task: when the first one was sent, its first token, the last
+  token of the last one, the stream gaps and the token counts. The runner reads the record
+  by the row index the task was given. Records stay in this process: the runner needs
+  in-process workers (the default ``LocalScheduler``).
+
+For a task with several generate calls (``n_samples > 1``, multi-turn): ``sent`` is the first
+call's start, TTFT the earliest first token of any call, E2EL the last call's end (both from
+``sent``), ITL every gap of every call, and the token counts are sums.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..config import GenerationConfig
+from ..errors import ConfigError
+from ..io import ModelRequest, ModelResponse
+from ..tracing import atrace_phase, trace_session
+
+if TYPE_CHECKING:
+    from ..engines import InferenceEngine
+
+__all__ = ["GenerateRequest", "LoadItem", "Measured", "RequestLike", "TaskRecord"]
+
+
+class RequestLike(Protocol):
+    """What :class:`GenerateRequest` reads from a request (``LoadRequest`` has it)."""
+
+    @property
+    def prompt(self) -> str | None: ...
+
+    @property
+    def prompt_ids(self) -> tuple[int, ...] | None: ...
+
+    @property
+    def output_len(self) -> int | None: ...
+
+    @property
+    def ignore_eos(self) -> bool: ...
+
+
+class GenerateRequest:
+    """One ``generate_async`` per task from a load request; the trajectory is its timings.
+
+    Args:
+        gconfig: the sampling settings (default ``GenerationConfig()``); a request's
+            ``output_len`` replaces ``max_new_tokens`` and its ``ignore_eos`` is or-ed in.
+
+    The trajectory: ``{"prompt_tokens", "output_tokens", "ttft", "itl", "latency",
+    "server", "stop_reason"}`` (seconds; ``ttft`` NaN and ``itl`` empty without streaming).
+    """
+
+    def __init__(self, gconfig: GenerationConfig | None = None) -> None:
+        if gconfig is not None and not isinstance(gconfig, GenerationConfig):
+            raise ConfigError(f"gconfig must be a GenerationConfig, got "
+                              f"{type(gconfig).__name__}")
+        base = gconfig or GenerationConfig()
+        if base.n_samples != 1:
+            base = base.new(n_samples=1)
+        self.gconfig = base
+        self._configs: dict[tuple[int | None, bool], GenerationConfig] = {}
+
+    def config_for(self, output_len: int | None, ignore_eos: bool) -> GenerationConfig:
+        """The sampling settings of a request (cached per ``(output_len, ignore_eos)``)."""
+        key = (output_len, bool(ignore_eos))
+        g = self._configs.get(key)
+        if g is None:
+            changes: dict[str, Any] = {}
+            if output_len is not None:
+                changes["max_new_tokens"] = int(output_len)
+            if ignore_eos and not self.gconfig.ignore_eos:
+                changes["ignore_eos"] = True
+            g = self.gconfig.new(**changes) if changes else self.gconfig
+            self._configs[key] = g
+        return g
+
+    def validate(self, data: Any) -> None:
+        """Refuse a request without a prompt (``ConfigError``)."""
+        prompt = getattr(data, "prompt", None)
+        ids = getattr(data, "prompt_ids", None)
+        if not prompt and not ids:
+            raise ConfigError(f"a load request needs a non-empty prompt or prompt_ids, got "
+                              f"{type(data).__name__}")
+        out = getattr(data, "output_len", None)
+        if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out < 1):
+            raise ConfigError(f"a load request's output_len must be an int >= 1, got {out!r}")
+
+    def request_for(self, data: RequestLike) -> ModelRequest:
+        """The ``ModelRequest`` of one load request."""
+        g = self.config_for(data.output_len, data.ignore_eos)
+        ids = data.prompt_ids
+        if ids:
+            return ModelRequest(input_ids=list(ids), gconfig=g)
+        return ModelRequest(text=data.prompt, gconfig=g)
+
+    async def arun_episode(self, engine: InferenceEngine, data: RequestLike) -> dict[str, Any]:
+        """Send the request (one traced session with a ``generate`` phase)."""
+        req = self.request_for(data)
+        with trace_session():
+            async with atrace_phase("generate"):
+                resp = await engine.generate_async(req)
+        return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
+                "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
+                "server": resp.server, "stop_reason": resp.stop_reason}
+
+
+@dataclass(slots=True)
+class TaskRecord:
+    """What :class:`Measured` saw of one task's generate calls (``perf_counter`` seconds)."""
+
+    sent: float = math.nan
+    first_token: float = math.nan
+    end: float = math.nan
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    done_calls: int = 0
+    itl: list[float] = field(default_factory=list)
+    version: int = -1
+
+    def add(self, t0: float, resp: ModelResponse) -> None:
+        """File one finished call that started at ``t0``."""
+        self.done_calls += 1
+        if not math.isnan(resp.ttft):
+            ft = t0 + resp.ttft
+            if math.isnan(self.first_token) or ft < self.first_token:
+                self.first_token = ft
+        end = t0 + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
+        if math.isnan(self.end) or end > self.end:
+            self.end = end
+        self.prompt_tokens += resp.input_len
+        self.output_tokens += resp.output_len
+        if resp.itl:
+            self.itl.extend(resp.itl)
+
+
+class _RecordingEngine:
+    """The task's view of the engine: every attribute delegates; ``generate_async`` records."""
+
+    __slots__ = ("_engine", "_record")
+
+    def __init__(self, engine: InferenceEngine, record: TaskRecord) -> None:
+        self._engine = engine
+        self._record = record
+
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
+        rec = self._record
+        t0 = time.perf_counter()
+        if rec.calls == 0:
+            rec.sent = t0
+        rec.calls += 1
+        resp = await self._engine.generate_async(req)
+        rec.add(t0, resp)
+        return resp
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadItem:
+    """A task's data in a load run: the row index and the item the workflow gets."""
+
+    index: int
+    data: Any
+
+
+class Measured:
+    """Run ``workflow`` on :class:`LoadItem` data, recording its generate calls by index.
+
+    Args:
+        workflow: any workflow instance (an object with an async ``arun_episode``).
+    """
+
+    def __init__(self, workflow: Any) -> None:
+        if isinstance(workflow, type) or not callable(getattr(workflow, "arun_episode", None)):
+            raise ConfigError(f"workflow must be a workflow instance (with an async "
+                              f"arun_episode), got {workflow!r}")
+        self.workflow = workflow
+        self.records: dict[int, TaskRecord] = {}
+        validate = getattr(workflow, "validate", None)
+        self._validate = validate if callable(validate) else None
+
+    def validate(self, data: Any) -> None:
+        """The wrapped workflow's ``validate`` on the item."""
+        if self._validate is not None:
+            self._validate(data.data if isinstance(data, LoadItem) else data)
+
+    async def arun_episode(self, engine: InferenceEngine, data: LoadItem) -> Any:
+        """Run the wrapped workflow with a recording engine; file the record first."""
+        rec = TaskRecord(version=engine.get_version())
+        self.records[data.index] = rec
+        return await self.workflow.arun_episode(_RecordingEngine(engine, rec), data.data)
