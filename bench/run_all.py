@@ -37,6 +37,7 @@ BENCHES: dict[str, str] = {
     "plots": "bench_plots",            # row 6
     "sim": "bench_sim",                # row 7
     "ray": "bench_ray",                # row 8
+    "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
 }
 
 

@@ -26,13 +26,14 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     assert len(result["loadavg_after"]) == 3
     rows = result["rows"]
     benches = {r["bench"] for r in rows}
-    assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray"}
+    assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load"}
     failed = [r for r in rows if r["metric"] == "benchmark failed"]
     assert not failed, failed
     for r in rows:
         assert set(r) == ROW_KEYS
         assert isinstance(r["metric"], str) and r["metric"]
-        if r["bench"] == "ray":  # skipped at smoke size (or ray missing), with a note
+        if r["bench"] == "ray" or (r["bench"] == "load" and r["ours"] is None):
+            # skipped at smoke size (ray; the load side by side with vllm bench serve)
             assert r["ours"] is None and "skipped" in r["note"]
             continue
         assert isinstance(r["ours"], float) and math.isfinite(r["ours"]) and r["ours"] > 0
@@ -50,7 +51,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     metrics = " ".join(r["metric"] for r in rows)
     for needle in ("tasks/s, conc 64", "client-added latency median", "µs per session",
                    "bytes per finished session", "DataFrames from the in-memory tracer",
-                   "plot_timeline", "server CPU µs per request", "max event-loop lag"):
+                   "plot_timeline", "server CPU µs per request", "max event-loop lag",
+                   "pacing: achieved / offered"):
         assert needle in metrics, needle
 
 

