@@ -134,65 +134,110 @@ def _int_sums(n: int, owner: np.ndarray, col: Any) -> Any:
     return pd.arrays.IntegerArray(sums, counts == 0)
 
 
-def _union_seconds(owner: np.ndarray, phase: np.ndarray, start: np.ndarray, end: np.ndarray,
-                   base: np.ndarray, n: int, n_phase: int) -> np.ndarray:
-    """Wall seconds per ``(owner, phase)``: the length of the union of those spans.
+def _union_seconds(group: np.ndarray, start: np.ndarray, end: np.ndarray, dur: np.ndarray,
+                   base: np.ndarray | int, size: int, *, singles: bool) -> np.ndarray:
+    """Wall seconds per group: the length of the union of the group's spans.
 
-    ``owner`` is a row in ``[0, n)`` per span, or ``-1`` for spans to leave out; an owner (a
-    task or a session) lies within one task, and ``base`` is the earliest span start of
-    the span's task. ``start``/``end``/``base`` are int64 ns. Returns an ``(n, n_phase)``
-    float64 array.
+    ``group`` is a code in ``[0, size)`` per span (an owner's row times the number of phases
+    plus the phase); a group lies within one task. ``base`` is at most the earliest span
+    start of the span's task: one number, or one per span (the task's earliest start) when
+    a single number would make ``size * (end - base)`` overflow int64. ``start``/``end``/
+    ``base`` are int64 ns, ``dur`` float seconds.
+    With ``singles``, spans alone in their group are taken as they are (one ``bincount``)
+    and only the others are sorted. Returns ``size`` float64 seconds.
 
-    A span alone in its group is its own union (one ``bincount``). The others are sorted by
-    one int64 key, ``group * width + start - base``: rows are already in task order, so
-    only spans within a task are out of order and the stable sort (timsort) runs in
-    near-linear time. Ends get the same key; a running max of them then restarts at each
-    group by itself, and each span adds what it reaches past the ends before it:
-    ``max(0, end - max(start, running max before))``. Written with few temporaries: this
-    runs over every span of a million-session run.
+    The spans are sorted by one int64 key, ``group * width + start - base``: rows are in
+    task order already, so only spans within a task are out of order and the stable sort
+    (timsort) runs in near-linear time. Ends get the same key; a running max of them then
+    restarts at each group by itself, and each span adds what it reaches past the ends
+    before it: ``max(0, end - max(start, running max before))``. Written with few
+    temporaries: this runs over every span of a million-session run.
     """
-    size = n * n_phase
-    group = owner * n_phase
-    group += phase
-    dur = end - start
-    np.maximum(dur, 0, out=dur)  # a clock step backwards must not count negative time
-    if owner.size and owner.min() < 0:  # spans of no owner (task-level spans, for sessions)
-        keep = owner >= 0
-        group, start, dur, base = group[keep], start[keep], dur[keep], base[keep]
-    multi = np.bincount(group, minlength=size)[group] > 1
-    if not multi.any():
-        return (np.bincount(group, weights=dur, minlength=size) / 1e9).reshape(n, n_phase)
+    count = np.bincount(group, minlength=size)
+    if singles:
+        multi = count[group] > 1
+        if not multi.any():
+            return np.bincount(group, weights=np.maximum(dur, 0.0), minlength=size
+                               ).astype(np.float64, copy=False)  # int64 when empty
     out = np.zeros(size)
-    if not multi.all():
-        single = ~multi
-        out += np.bincount(group[single], weights=dur[single], minlength=size)
-        group, start, dur, base = group[multi], start[multi], dur[multi], base[multi]
-    rel_e = start - base
-    rel_e += dur
-    width = int(rel_e.max()) + 1
-    fits = size * width < 2**63
-    if fits:
-        key_e = group * width
-        key_e += rel_e
-        key_s = key_e - dur
+    if singles:
+        if not multi.all():
+            single = ~multi
+            out += np.bincount(group[single], weights=np.maximum(dur[single], 0.0),
+                               minlength=size)
+            group, start, end = group[multi], start[multi], end[multi]
+            if isinstance(base, np.ndarray):
+                base = base[multi]
+            count = np.bincount(group, minlength=size)
+    if not group.size:
+        return out
+    key_e = np.maximum(end, start)  # a clock step back must neither count nor reorder
+    key_e -= base
+    width = int(key_e.max()) + 1
+    if size * width < 2**63:
+        key_s = group * width
+        key_e += key_s
+        key_s += start
+        key_s -= base
         order = np.argsort(key_s, kind="stable")
-        key_s, key_e, group = key_s[order], key_e[order], group[order]
+        key_s = key_s[order]
+        key_e = key_e[order]
+        del order
         run = np.maximum.accumulate(key_e)  # < (group + 1) * width: restarts at each group
+        np.maximum(key_s[1:], run[:-1], out=key_s[1:])
+        del run
+        gain = np.subtract(key_e, key_s, out=key_e)
+        np.maximum(gain, 0, out=gain)
+        # groups come in ascending order, ``count`` rows each
+        present = np.flatnonzero(count)
+        firsts = (np.cumsum(count) - count)[present]
+        out[present] += np.add.reduceat(gain, firsts) / 1e9
     else:  # tasks so long that the key would overflow int64: the slower way
-        order = np.lexsort((rel_e - dur, group))
-        key_e, group = rel_e[order], group[order]
-        key_s = key_e - dur[order]
+        key_s = start - base
+        order = np.lexsort((key_s, group))
+        key_s, key_e, group = key_s[order], key_e[order], group[order]
         run = pd.Series(key_e).groupby(group).cummax().to_numpy()
-    prev = np.empty_like(run)  # running max of the ends before each span, then its gain
-    prev[0] = key_s[0]
-    prev[1:] = run[:-1]
-    if not fits:
-        prev[np.flatnonzero(group[1:] != group[:-1]) + 1] = 0  # first of a group: all of it
-    np.maximum(prev, key_s, out=prev)
-    np.subtract(key_e, prev, out=prev)
-    np.maximum(prev, 0, out=prev)
-    out += np.bincount(group, weights=prev, minlength=size)
-    return (out / 1e9).reshape(n, n_phase)
+        prev = np.concatenate((key_s[:1], run[:-1]))
+        prev[np.flatnonzero(group[1:] != group[:-1]) + 1] = 0  # a group's first span: all of it
+        gain = np.maximum(key_e - np.maximum(key_s, prev), 0)
+        out += np.bincount(group, weights=gain / 1e9, minlength=size)
+    return out
+
+
+def _phase_seconds(snap: Snapshot, span_task: np.ndarray, span_sess: np.ndarray,
+                   has_sess: np.ndarray, dur: np.ndarray, n_phase: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-phase seconds: wall time per task, summed span seconds per task (parallel
+    sessions add up: session-seconds), and wall time per session; ``(rows, n_phase)`` each.
+    """
+    n_task, n_sess = len(snap.task_id), len(snap.session_id)
+    task_key = span_task * n_phase + snap.span_phase
+    task_sum = np.bincount(task_key, weights=dur, minlength=n_task * n_phase
+                           ).astype(np.float64).reshape(n_task, n_phase)
+    # sort keys are ``group * width + start - base``: one base for the whole run while the
+    # keys fit in int64, else per span the earliest span start of its task (shorter widths)
+    span_base: np.ndarray | int = 0
+    if len(span_task):
+        span_base = int(snap.span_start.min())
+        width = int(snap.span_end.max()) - span_base + 1
+        if max(n_task, n_sess) * n_phase * width >= 2**63:
+            with_spans = snap.n_spans > 0
+            span_first = np.cumsum(snap.n_spans) - snap.n_spans
+            span_base = np.repeat(np.minimum.reduceat(snap.span_start, span_first[with_spans]),
+                                  snap.n_spans[with_spans])
+    task_wall = _union_seconds(task_key, snap.span_start, snap.span_end, dur, span_base,
+                               n_task * n_phase, singles=False).reshape(n_task, n_phase)
+    del task_key
+    sess_key = span_sess * n_phase + snap.span_phase
+    start, end = snap.span_start, snap.span_end
+    if not has_sess.all():  # task-level spans belong to no session
+        sess_key, start, end = sess_key[has_sess], start[has_sess], end[has_sess]
+        dur = dur[has_sess]
+        if isinstance(span_base, np.ndarray):
+            span_base = span_base[has_sess]
+    sess_wall = _union_seconds(sess_key, start, end, dur, span_base, n_sess * n_phase,
+                               singles=True).reshape(n_sess, n_phase)
+    return task_wall, task_sum, sess_wall
 
 
 def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
@@ -212,20 +257,8 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     span_sess = np.where(has_sess, sess_first[span_task] + local if n_span else local, -1)
     dur = (snap.span_end - snap.span_start).astype(np.float64) / 1e9
 
-    # per-phase seconds: wall time (union of the spans) per task and per session, and the
-    # plain sum of span durations per task (parallel sessions add up: session-seconds)
-    task_sum = np.bincount(span_task * n_phase + snap.span_phase, weights=dur,
-                           minlength=n_task * n_phase).astype(np.float64).reshape(n_task, n_phase)
-    span_base = np.empty(0, dtype=np.int64)  # per span: the earliest span start of its task
-    if n_span:
-        with_spans = snap.n_spans > 0
-        span_first = np.cumsum(snap.n_spans) - snap.n_spans
-        span_base = np.repeat(np.minimum.reduceat(snap.span_start, span_first[with_spans]),
-                              snap.n_spans[with_spans])
-    task_wall = _union_seconds(span_task, snap.span_phase, snap.span_start, snap.span_end,
-                               span_base, n_task, n_phase)
-    sess_wall = _union_seconds(span_sess, snap.span_phase, snap.span_start, snap.span_end,
-                               span_base, n_sess, n_phase)
+    task_wall, task_sum, sess_wall = _phase_seconds(snap, span_task, span_sess, has_sess, dur,
+                                                    n_phase)
 
     # -- sessions -------------------------------------------------------------------------
     s_start = _seconds(snap.session_start, epoch_ns)

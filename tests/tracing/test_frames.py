@@ -153,12 +153,29 @@ def test_union_matches_reference_on_random_spans(seed: int) -> None:
     owner[rng.random(m) < 0.1] = -1  # spans left out (no session)
     phase = rng.integers(0, n_phase, m)
     start = rng.integers(0, 10_000, m) * MS
-    end = start + rng.integers(-50, 3_000, m) * MS  # a few negative ones count as 0
+    end = start + rng.integers(-3_000, 3_000, m) * MS  # negative ones count as 0
     n = n_task * per_task
     base = pd.Series(start).groupby(task).transform("min").to_numpy()
-    got = _union_seconds(owner, phase, start, end, base, n, n_phase)
-    np.testing.assert_allclose(got, _reference(owner, phase, start, end, n, n_phase),
-                               rtol=0, atol=1e-9)
+    keep = owner >= 0
+    args = ((owner * n_phase + phase)[keep], start[keep], end[keep],
+            (end[keep] - start[keep]) / 1e9, base[keep], n * n_phase)
+    want = _reference(owner, phase, start, end, n, n_phase)
+    for singles in (False, True):
+        got = _union_seconds(*args, singles=singles).reshape(n, n_phase)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+        one_base = (*args[:4], int(start.min()), args[5])  # one base for the whole run
+        got = _union_seconds(*one_base, singles=singles).reshape(n, n_phase)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_span_ending_before_it_starts_counts_zero_and_stays_in_its_group() -> None:
+    # group 0: [0, 10] and a span "ending" at 5 after starting at 20 (a clock step back);
+    # group 1: [0, 3] ∪ [1, 4]. The late start must not sort into group 1.
+    start = np.array([0, 20, 0, 1], dtype=np.int64) * MS
+    end = np.array([10, 5, 3, 4], dtype=np.int64) * MS
+    group = np.array([0, 0, 1, 1])
+    got = _union_seconds(group, start, end, (end - start) / 1e9, 0, 2, singles=False)
+    np.testing.assert_allclose(got, [0.010, 0.004])
 
 
 def test_union_of_very_long_spans_does_not_overflow() -> None:
@@ -166,9 +183,23 @@ def test_union_of_very_long_spans_does_not_overflow() -> None:
     end = np.array([2**62, 2**62 + 5, 10, 2**62, 2**61 + 20, 2**61 + 30], dtype=np.int64)
     owner = np.array([0, 0, 1, 1, 2, 2])
     base = np.array([0, 0, 5, 5, 2**61, 2**61], dtype=np.int64)
-    got = _union_seconds(owner, np.zeros(6, dtype=np.int64), start, end, base, 3, 1)
-    np.testing.assert_allclose(got[:, 0], [(2**62 + 5) / 1e9, (5 + 2**62 - 2**61 - 10) / 1e9,
-                                           30 / 1e9])
+    got = _union_seconds(owner, start, end, (end - start) / 1e9, base, 3, singles=False)
+    np.testing.assert_allclose(got, [(2**62 + 5) / 1e9, (5 + 2**62 - 2**61 - 10) / 1e9,
+                                     30 / 1e9])
+
+
+def test_tasks_decades_apart_use_per_task_sort_keys(tmp_path: Path) -> None:
+    far = 2**62 // MS  # ms: one base for the whole run would overflow the int64 keys
+    records = [HAND[0], _task(1, 1000, 2, [(0, "generate", 0, 600), (1, "generate", 400, 1000)]),
+               _task(2, far + 1000, 2, [(1, "generate", far + 500, far + 900),
+                                        (0, "generate", far, far + 300)])]
+    path = tmp_path / "far.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    f = load_traces(path)
+    assert f.tasks.loc[1, "generate_s"] == pytest.approx(1.0)
+    assert f.tasks.loc[1, "generate_session_s"] == pytest.approx(1.2)
+    assert f.tasks.loc[2, "generate_s"] == pytest.approx(0.7)
+    assert f.sessions.loc[(2, 21), "generate_s"] == pytest.approx(0.4)
 
 
 def test_session_seconds_name_is_reserved() -> None:
