@@ -10,7 +10,7 @@ import pytest
 
 from rollout_kit.sim import ByteTokenizer, SimCluster, serve
 
-from .helpers import post, sse, wait_state
+from .helpers import SLOW, GateSpy, first_tokens, post, sse, wait_state
 
 TOK = ByteTokenizer()
 pytestmark = pytest.mark.timeout(60)
@@ -200,13 +200,23 @@ async def test_prefix_cache_reported(sg) -> None:
     assert second["meta_info"]["cached_tokens"] == 96
 
 
-async def test_abort_request_by_rid_prefix_and_all(sg) -> None:
-    c, s = sg
+@pytest.fixture
+async def sg_slow() -> AsyncIterator[tuple[SimCluster, aiohttp.ClientSession]]:
+    """Requests of 400 tokens run 8 s: a test acts on them while they run, then aborts."""
+    async with serve("sglang", context_length=512, **SLOW) as c, \
+            aiohttp.ClientSession() as s:
+        yield c, s
+
+
+async def test_abort_request_by_rid_prefix_and_all(sg_slow) -> None:
+    c, s = sg_slow
     body = {"text": "long", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True},
             "return_logprob": True}
     t1 = asyncio.create_task(post(s, c.url + "/generate", {**body, "rid": "job-1-a"}))
     t2 = asyncio.create_task(post(s, c.url + "/generate", {**body, "rid": "other"}))
-    await asyncio.sleep(0.02)
+    # both running, job-1-a with a token out (so its partial output is not empty)
+    await first_tokens(c[0], "job-1-a")
+    await first_tokens(c[0], "other", tokens=0)
     async with s.post(c.url + "/abort_request", json={"rid": "job-1"}) as r:
         assert r.status == 200
     st, res = await t1
@@ -222,11 +232,12 @@ async def test_abort_request_by_rid_prefix_and_all(sg) -> None:
     assert res2["meta_info"]["finish_reason"]["type"] == "abort"
 
 
-async def test_pause_continue_holds_new_requests(sg) -> None:
-    c, s = sg
+async def test_pause_continue_holds_new_requests(sg_slow) -> None:
+    c, s = sg_slow
+    gate = GateSpy(c[0])
     body = {"text": "q", "sampling_params": {"max_new_tokens": 400, "ignore_eos": True}}
     inflight = asyncio.create_task(post(s, c.url + "/generate", body))
-    await asyncio.sleep(0.02)
+    await first_tokens(c[0])  # in flight with a token out: the pause cuts a partial output
     st, res = await post(s, c.url + "/pause_generation", {})
     assert st == 200 and res == {"message": "Generation paused successfully.", "status": "ok"}
     st, aborted = await inflight
@@ -235,8 +246,10 @@ async def test_pause_continue_holds_new_requests(sg) -> None:
     assert 0 < len(partial) < 400
     held = asyncio.create_task(post(s, c.url + "/generate", {
         "text": "q", "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}}))
+    await gate.wait_held()  # it reached the server and waits in the pause gate
     await asyncio.sleep(0.1)
-    assert not held.done()
+    assert not held.done() and gate.held == 1  # a pause holds it until continue
+    assert c[0].engine.running == 0 and not c[0].engine.live
     st, res = await post(s, c.url + "/continue_generation", {})
     assert res["status"] == "ok"
     st, done = await asyncio.wait_for(held, 5)
@@ -244,7 +257,8 @@ async def test_pause_continue_holds_new_requests(sg) -> None:
 
 
 async def test_abort_in_waiting_queue() -> None:
-    async with serve("sglang", time_scale=0.01, max_num_seqs=1) as c, \
+    # "a" holds the one slot for 6 s (aborted below), so "b" waits until it is aborted
+    async with serve("sglang", max_num_seqs=1, **SLOW) as c, \
             aiohttp.ClientSession() as s:
         body = {"sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
         t1 = asyncio.create_task(post(s, c.url + "/generate", {**body, "text": "a", "rid": "a"}))
@@ -262,11 +276,12 @@ async def test_abort_in_waiting_queue() -> None:
 
 
 async def test_queue_full_answers_503() -> None:
-    async with serve("sglang", time_scale=0.01, max_num_seqs=1, max_waiting=0) as c, \
+    # the one slot is taken by a 1000-token request (20 s at 20 ms a token; aborted below)
+    async with serve("sglang", max_num_seqs=1, max_waiting=0, **SLOW) as c, \
             aiohttp.ClientSession() as s:
-        body = {"text": "a", "sampling_params": {"max_new_tokens": 3000, "ignore_eos": True}}
+        body = {"text": "a", "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True}}
         t1 = asyncio.create_task(post(s, c.url + "/generate", body))
-        await asyncio.sleep(0.02)
+        await first_tokens(c[0], tokens=0)
         st, err = await post(s, c.url + "/generate", body)
         assert st == 503 and err["code"] == 503 and err["object"] == "error"
         async with s.post(c.url + "/abort_request", json={"abort_all": True}):

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rollout_kit.sim import ByteTokenizer, SimCluster, serve
 
-from .helpers import post, sse
+from .helpers import SLOW, GateSpy, first_tokens, post, sse
 
 TOK = ByteTokenizer()
 pytestmark = pytest.mark.timeout(60)
@@ -183,11 +183,20 @@ async def test_operational_routes(vl) -> None:
     assert dt == {"prompt": "héllo"}
 
 
-async def test_pause_resume_dev_routes_hold(vl) -> None:
-    c, s = vl
+@pytest.fixture
+async def vl_slow() -> AsyncIterator[tuple[SimCluster, aiohttp.ClientSession]]:
+    """Requests of 400 tokens run 8 s: a test acts on them while they run, then aborts."""
+    async with serve("vllm", context_length=512, **SLOW) as c, \
+            aiohttp.ClientSession() as s:
+        yield c, s
+
+
+async def test_pause_resume_dev_routes_hold(vl_slow) -> None:
+    c, s = vl_slow
+    gate = GateSpy(c[0])
     body = {"prompt": "p", "max_tokens": 400, "ignore_eos": True, "return_token_ids": True}
     inflight = asyncio.create_task(post(s, c.url + "/v1/completions", body))
-    await asyncio.sleep(0.02)
+    await first_tokens(c[0])  # in flight with a token out: the pause cuts a partial output
     async with s.post(c.url + "/pause?mode=abort") as r:
         assert (await r.json()) == {"status": "paused"}
     st, res = await inflight
@@ -196,8 +205,10 @@ async def test_pause_resume_dev_routes_hold(vl) -> None:
     async with s.get(c.url + "/is_paused") as r:
         assert (await r.json()) == {"is_paused": True}
     held = asyncio.create_task(post(s, c.url + "/v1/completions", {**body, "max_tokens": 2}))
+    await gate.wait_held()  # it reached the server and waits in the pause gate
     await asyncio.sleep(0.1)
-    assert not held.done()  # 0.32 holds new requests
+    assert not held.done() and gate.held == 1  # 0.32 holds new requests
+    assert c[0].engine.running == 0 and not c[0].engine.live
     async with s.post(c.url + "/resume") as r:
         assert (await r.json()) == {"status": "resumed"}
     st, res = await asyncio.wait_for(held, 5)
@@ -208,8 +219,11 @@ async def test_pause_resume_dev_routes_hold(vl) -> None:
 
 
 async def test_pause_reject_keep_wait_and_abort_requests() -> None:
-    async with serve("vllm", time_scale=0.01, paused_new_requests="reject") as c, \
+    # 3 ms a token: a 300-token request runs 0.9 s, time enough for a pause to land while it
+    # runs (it is waited for by condition first), short enough to run to its end below
+    async with serve("vllm", time_scale=1.0, itl_s=0.003, paused_new_requests="reject") as c, \
             aiohttp.ClientSession() as s:
+        eng = c[0].engine
         url = c.url + "/v1/completions"
         body = {"prompt": "p", "max_tokens": 300, "ignore_eos": True, "request_id": "abc"}
         async with s.post(c.url + "/pause?mode=abort"):
@@ -220,11 +234,13 @@ async def test_pause_reject_keep_wait_and_abort_requests() -> None:
             pass
         # keep: in-flight requests freeze and finish after resume with every token
         t = asyncio.create_task(post(s, url, body))
-        await asyncio.sleep(0.01)
+        (seq,) = await first_tokens(c[0], "cmpl-abc", tokens=0)
         async with s.post(c.url + "/pause?mode=keep"):
             pass
+        assert eng.frozen and seq.state == "running" and seq.n_done < 300
+        done_at_pause = seq.n_done
         await asyncio.sleep(0.1)
-        assert not t.done()
+        assert not t.done() and seq.n_done == done_at_pause  # frozen where it was
         async with s.post(c.url + "/resume"):
             pass
         st, b = await t
@@ -232,15 +248,17 @@ async def test_pause_reject_keep_wait_and_abort_requests() -> None:
         assert b["usage"]["completion_tokens"] == 300
         # wait: the pause call returns once in-flight requests drained
         t = asyncio.create_task(post(s, url, {**body, "max_tokens": 20}))
-        await asyncio.sleep(0.005)
+        (seq,) = await first_tokens(c[0], "cmpl-abc", tokens=0)
         async with s.post(c.url + "/pause?mode=wait"):
             pass
-        assert t.done() and (await t)[1]["choices"][0]["finish_reason"] == "length"
+        # drained: the request ran to its end before the pause answered
+        assert seq.state == "done" and eng.running == 0 and not eng.live
+        assert (await t)[1]["choices"][0]["finish_reason"] == "length"
         async with s.post(c.url + "/resume"):
             pass
         # abort_requests by id prefix
         t = asyncio.create_task(post(s, url, body))
-        await asyncio.sleep(0.02)
+        await first_tokens(c[0], "cmpl-abc", tokens=0)
         st, res = await post(s, c.url + "/abort_requests", {"request_ids": ["cmpl-abc"]})
         assert res == {"status": "aborted", "aborted": 1}
         st, b = await t
@@ -248,11 +266,12 @@ async def test_pause_reject_keep_wait_and_abort_requests() -> None:
 
 
 async def test_queue_full_answers_429() -> None:
-    async with serve("vllm", time_scale=0.01, max_num_seqs=1, max_waiting=0) as c, \
+    # the one slot is taken by a 1000-token request (20 s at 20 ms a token; aborted below)
+    async with serve("vllm", max_num_seqs=1, max_waiting=0, **SLOW) as c, \
             aiohttp.ClientSession() as s:
-        body = {"prompt": "a", "max_tokens": 3000, "ignore_eos": True}
+        body = {"prompt": "a", "max_tokens": 1000, "ignore_eos": True}
         t1 = asyncio.create_task(post(s, c.url + "/v1/completions", body))
-        await asyncio.sleep(0.02)
+        await first_tokens(c[0], tokens=0)
         st, err = await post(s, c.url + "/v1/completions", body)
         assert st == 429 and err["error"]["code"] == 429
         async with s.post(c.url + "/abort_requests", json={}):
