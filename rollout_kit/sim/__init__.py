@@ -22,7 +22,7 @@ from __future__ import annotations
 from .config import ApiName, SimConfig
 from .faults import FAULT_KINDS, Fault, FaultKind, FaultPlan
 from .server import SimCluster, SimServer, serve, serve_in_thread
-from .tokenizer import ByteTokenizer
+from .tokenizer import ByteTokenizer, FileTokenizer
 
 __all__ = [
     "FAULT_KINDS",
@@ -31,6 +31,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "FaultPlan",
+    "FileTokenizer",
     "SimCluster",
     "SimConfig",
     "SimServer",

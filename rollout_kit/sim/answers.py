@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 from .tokenizer import BYTE_OFFSET
 
-__all__ = ["arithmetic_answer", "find_question", "uniform"]
+__all__ = ["arithmetic_answer", "arithmetic_answer_text", "find_question",
+           "find_question_text", "uniform"]
 
 _MASK = (1 << 64) - 1
 _INV53 = 1.0 / (1 << 53)
@@ -74,6 +75,21 @@ def find_question(prompt_ids: Sequence[int]) -> tuple[int, str, int] | None:
     return None
 
 
+def find_question_text(text: str) -> tuple[int, str, int] | None:
+    """:func:`find_question` on text (for a real tokenizer): the last few ``?`` in the
+    text's last 2048 characters, newest first."""
+    tail = text[-4 * _TAIL:]
+    k = len(tail)
+    for _ in range(_MAX_MARKS):
+        k = tail.rfind("?", 0, k)
+        if k < 0:
+            return None
+        m = _QUESTION_RE.search(tail[max(0, k - _WINDOW):k + 1].encode("utf-8", "replace"))
+        if m is not None:
+            return int(m.group(1)), m.group(2).decode(), int(m.group(3))
+    return None
+
+
 def _value(a: int, op: str, b: int) -> int:
     return a + b if op == "+" else a - b if op == "-" else a * b
 
@@ -89,7 +105,15 @@ def arithmetic_answer(prompt_ids: Sequence[int], accuracy: float, key: int) -> s
     Returns:
         The answer text, or ``None`` when the prompt asks no arithmetic question.
     """
-    found = find_question(prompt_ids)
+    return _answer(find_question(prompt_ids), accuracy, key)
+
+
+def arithmetic_answer_text(text: str, accuracy: float, key: int) -> str | None:
+    """:func:`arithmetic_answer` for a prompt given as text (a real tokenizer's server)."""
+    return _answer(find_question_text(text), accuracy, key)
+
+
+def _answer(found: tuple[int, str, int] | None, accuracy: float, key: int) -> str | None:
     if found is None:
         return None
     a, op, b = found

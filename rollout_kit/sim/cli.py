@@ -15,6 +15,7 @@ from ..errors import ConfigError
 from .config import SimConfig
 from .faults import FaultPlan
 from .server import serve
+from .tokenizer import load_tokenizer
 
 __all__ = ["add_arguments", "run"]
 
@@ -49,6 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=d.paused_new_requests)
     parser.add_argument("--error-rate", type=float, default=0.0,
                         help="fraction of generation requests answered with an error")
+    parser.add_argument("--tokenizer", default=None, metavar="PATH",
+                        help="count and generate tokens with this tokenizer.json (or a model "
+                             "folder holding one) instead of bytes, so lengths agree with a "
+                             "client using it (e.g. vllm bench serve --tokenizer PATH)")
     parser.add_argument("--error-status", type=int, action="append", default=None,
                         help="status for injected errors (repeatable; default 500)")
 
@@ -66,7 +71,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
         prefill_per_token_s=args.prefill_per_token_s, itl_s=args.itl_s,
         load_factor=args.load_factor, jitter_cv=args.jitter_cv,
         mean_output_tokens=args.mean_output_tokens, seed=args.seed, accuracy=args.accuracy,
-        paused_new_requests=args.paused_new_requests, faults=faults)
+        paused_new_requests=args.paused_new_requests, faults=faults,
+        tokenizer=args.tokenizer)
 
 
 async def _serve(args: argparse.Namespace, config: SimConfig) -> None:
@@ -91,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         config = _config(args)
         if args.num_servers < 1:
             raise ConfigError("--num-servers must be >= 1")
+        load_tokenizer(config.tokenizer)  # a bad file is a usage error, before listening
     except ConfigError as exc:
         print(f"rollout-kit sim: {exc}", file=sys.stderr)
         return 2

@@ -24,6 +24,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
@@ -89,6 +90,10 @@ class SimConfig:
         vllm_version / sglang_version: versions reported by ``/version`` / ``/server_info``.
         weight_update_s: simulated duration of ``/update_weights_from_disk``.
         faults: the fault plan the server starts with (copied; change it at run time).
+        tokenizer: ``None`` for the byte tokenizer (UTF-8 bytes + 3), or the path of a Hugging
+            Face ``tokenizer.json`` (or a folder holding one, e.g. a model folder) to count
+            and generate tokens as a client with that tokenizer does (needs the
+            ``tokenizers`` package: ``pip install 'rollout-kit[tokenizer]'``).
     """
 
     model_name: str = "sim-model"
@@ -121,6 +126,7 @@ class SimConfig:
     sglang_version: str = "0.5.23"
     weight_update_s: float = 0.0
     faults: FaultPlan | None = field(default=None, compare=False)
+    tokenizer: str | Path | None = None
 
     def __post_init__(self) -> None:
         _check(isinstance(self.model_name, str) and bool(self.model_name),
@@ -150,6 +156,14 @@ class SimConfig:
                f"got {self.paused_new_requests!r}")
         _check(self.faults is None or isinstance(self.faults, FaultPlan),
                "SimConfig.faults must be a FaultPlan or None")
+        tok = self.tokenizer
+        _check(tok is None or (isinstance(tok, str | Path) and str(tok) != ""),
+               f"SimConfig.tokenizer must be a path or None, got {tok!r}")
+        if tok is not None:
+            file = Path(tok).expanduser()
+            _check((file / "tokenizer.json").is_file() if file.is_dir() else file.is_file(),
+                   f"SimConfig.tokenizer: no tokenizer file at {tok} (want tokenizer.json or "
+                   "a folder with it)")
 
     def replace(self, **changes: Any) -> SimConfig:
         """A copy with ``changes`` applied (validated again).

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from .config import ApiName, SimConfig
 from .faults import FaultPlan
 from .state import SimEngine
-from .tokenizer import ByteTokenizer
+from .tokenizer import ByteTokenizer, SimTokenizer
 
 __all__ = ["ServerContext"]
 
@@ -33,7 +33,7 @@ class ServerContext:
     config: SimConfig
     engine: SimEngine
     faults: FaultPlan
-    tokenizer: ByteTokenizer = field(default_factory=ByteTokenizer)
+    tokenizer: SimTokenizer = field(default_factory=ByteTokenizer)
     created: int = field(default_factory=lambda: int(time.time()))
     port: int = 0
     host: str = "127.0.0.1"

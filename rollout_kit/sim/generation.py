@@ -26,14 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from .tokenizer import BYTE_OFFSET, ByteTokenizer
+from .tokenizer import SimTokenizer
 
 __all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key", "stop_strings"]
 
-_ALPHABET = "etaoinshrdlucmfwypvbgkqjxz" * 2 + "etaoinshr" + "      " + "ETAOINS.,0123456789"
-_ALPHABET_IDS = [ord(c) + BYTE_OFFSET for c in _ALPHABET]
-#: padding after an answer: no digits, so the answer stays the completion's last number
-_PAD_IDS = [ord(c) + BYTE_OFFSET for c in "etaoinshrdlucmfwypvbgkqjxz" * 2 + "    "]
 _MIN_LOGPROB = -9999.0
 _MASK = (1 << 64) - 1
 _LCG_A = 6364136223846793005
@@ -112,12 +108,13 @@ class OutputPlan:
         text: the final text (stop string / stop token trimmed unless kept).
     """
 
-    __slots__ = ("_full", "_lp", "_lp_seed", "_offsets", "_text_tokens", "finish", "matched",
-                 "text", "token_ids")
+    __slots__ = ("_full", "_lp", "_lp_seed", "_offsets", "_text_tokens", "_tok", "finish",
+                 "matched", "text", "token_ids")
 
     def __init__(self, token_ids: list[int], logprobs: _LazyLogprobs, finish: FinishKind,
                  matched: int | str | None, full_text: str, text_len: int,
-                 text_tokens: int) -> None:
+                 text_tokens: int, tokenizer: SimTokenizer) -> None:
+        self._tok = tokenizer
         self.token_ids = token_ids
         self._lp_seed = logprobs
         self._lp: list[float] | None = None
@@ -145,11 +142,13 @@ class OutputPlan:
         offs = [0]
         acc = 0
         ids = self.token_ids
+        table = self._tok.byte_table
+        n = len(table)
         for k in range(len(ids)):
             if k < self._text_tokens:
                 t = ids[k]
-                if BYTE_OFFSET <= t < BYTE_OFFSET + 256:
-                    acc += len(dec.decode(bytes((t - BYTE_OFFSET,))))
+                if 0 <= t < n:
+                    acc += len(dec.decode(table[t]))
             offs.append(min(acc, limit))
         self._offsets = offs
         return offs
@@ -171,11 +170,9 @@ class OutputPlan:
         lp = self.logprobs[index]
         out = [(tok, lp)]
         rest = max(1.0 - math.exp(lp), 0.0)
-        base = tok - BYTE_OFFSET if tok >= BYTE_OFFSET else tok
+        alternative = self._tok.alternative
         for j in range(1, k + 1):
-            alt = ((base + 7 * j) % 256) + BYTE_OFFSET
-            if alt == tok:
-                alt = ((base + 7 * j + 1) % 256) + BYTE_OFFSET
+            alt = alternative(tok, j)
             p = rest * 0.5 ** j
             out.append((alt, max(math.log(p), _MIN_LOGPROB) if p > 0 else _MIN_LOGPROB))
         return out
@@ -202,7 +199,7 @@ class _LazyLogprobs:
         self.greedy = greedy
 
 
-def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
+def plan_output(tokenizer: SimTokenizer, spec: SamplingSpec, key: int, *,
                 answer: str | None, mean_output_tokens: int) -> OutputPlan:
     """Decide the whole output of one sequence.
 
@@ -220,7 +217,7 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
     x = (key ^ 0x9E3779B97F4A7C15) & _MASK
     eos = tokenizer.eos_token_id
     max_tokens = spec.max_tokens
-    alpha = _ALPHABET_IDS
+    alpha = tokenizer.filler_ids
     na = len(alpha)
 
     def rand_tokens(k: int) -> list[int]:
@@ -234,7 +231,7 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
     def pad_tokens(k: int) -> list[int]:
         nonlocal x
         out = []
-        pad = _PAD_IDS
+        pad = tokenizer.pad_filler_ids
         for _ in range(k):
             x = (x * _LCG_A + _LCG_C) & _MASK
             out.append(pad[(x >> 33) % len(pad)])
@@ -267,12 +264,15 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
     out_len = len(cand)
     if stop_ids or stops or min_tokens or not spec.ignore_eos:
         buf = bytearray()
+        table = tokenizer.byte_table
+        nt = len(table)
+        longest = max((len(s) for s in stops), default=0)
         for i, t in enumerate(cand):
             if i + 1 <= min_tokens:
                 if t == eos and not spec.ignore_eos:
-                    cand[i] = t = _ALPHABET_IDS[i % len(_ALPHABET_IDS)]
-                if stops and t >= BYTE_OFFSET:
-                    buf.append(t - BYTE_OFFSET)
+                    cand[i] = t = alpha[i % na]
+                if stops and 0 <= t < nt:
+                    buf += table[t]
                 continue
             if t == eos and not spec.ignore_eos:
                 finish, matched, out_len = "eos", t, i + 1
@@ -280,9 +280,14 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
             if t in stop_ids:
                 finish, matched, out_len = "token", t, i + 1
                 break
-            if stops and BYTE_OFFSET <= t < BYTE_OFFSET + 256:
-                buf.append(t - BYTE_OFFSET)
-                hit = next((s for s in stops if buf.endswith(s)), None)
+            if stops and 0 <= t < nt and table[t]:
+                piece = table[t]
+                buf += piece
+                if len(piece) == 1:
+                    hit = next((s for s in stops if buf.endswith(s)), None)
+                else:  # a multi-byte token may hold the stop string before its end
+                    window = buf[-(len(piece) + longest - 1):]
+                    hit = next((s for s in stops if s in window), None)
                 if hit is not None:
                     finish, matched, out_len = "string", hit.decode("utf-8"), i + 1
                     break
@@ -293,7 +298,13 @@ def plan_output(tokenizer: ByteTokenizer, spec: SamplingSpec, key: int, *,
         text_tokens = out_len - 1
     full = tokenizer.decode(token_ids[:text_tokens] if text_tokens < out_len else token_ids)
     text_len = len(full)
-    if finish == "string" and not spec.keep_stop:
+    if finish == "string" and not tokenizer.byte_level:
+        assert isinstance(matched, str)
+        at = full.rfind(matched)  # the stop may sit inside the last token's text
+        if at >= 0:
+            text_len = at + (len(matched) if spec.keep_stop else 0)
+    elif finish == "string" and not spec.keep_stop:
         assert isinstance(matched, str)
         text_len = max(len(full) - len(matched), 0)
-    return OutputPlan(token_ids, logprobs, finish, matched, full, text_len, text_tokens)
+    return OutputPlan(token_ids, logprobs, finish, matched, full, text_len, text_tokens,
+                      tokenizer)

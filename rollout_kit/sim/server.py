@@ -28,7 +28,7 @@ from .faults import FaultPlan
 from .http_util import CTX_KEY, BadBody, json_response, read_json
 from .sglang import add_sglang_routes
 from .state import SimEngine
-from .tokenizer import ByteTokenizer
+from .tokenizer import load_tokenizer
 from .vllm import add_vllm_routes
 
 __all__ = ["SimCluster", "SimServer", "serve", "serve_in_thread"]
@@ -59,7 +59,7 @@ class SimServer:
         self.config = config if config is not None else SimConfig()
         self.host = host
         self.faults = self.config.faults.copy() if self.config.faults else FaultPlan()
-        self.tokenizer = ByteTokenizer()
+        self.tokenizer = load_tokenizer(self.config.tokenizer)
         self._port = port
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -21,13 +21,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
-from .answers import arithmetic_answer
+from .answers import arithmetic_answer, arithmetic_answer_text
 from .config import SimConfig
 from .generation import OutputPlan, SamplingSpec, plan_output, sequence_key
 from .latency import LatencyModel
 from .metrics import MetricsRecorder
 from .prefix_cache import PrefixCache
-from .tokenizer import ByteTokenizer
+from .tokenizer import SimTokenizer
 
 __all__ = ["ABORT_RUNNING", "ABORT_WAITING", "PauseMode", "SimEngine", "SimSequence"]
 
@@ -97,7 +97,7 @@ class SimSequence:
 class SimEngine:
     """Scheduler state of one simulated server."""
 
-    def __init__(self, config: SimConfig, tokenizer: ByteTokenizer, *, replica: int = 0,
+    def __init__(self, config: SimConfig, tokenizer: SimTokenizer, *, replica: int = 0,
                  draws: int = 0) -> None:
         self.config = config
         #: told apart from other servers of one cluster (same seed) in unseeded draws
@@ -168,8 +168,12 @@ class SimEngine:
         if fn is not None:
             text = prompt_text if prompt_text is not None else self.tokenizer.decode(prompt_ids)
             answer: str | None = str(fn(text))
-        else:
+        elif self.tokenizer.byte_level:
             answer = arithmetic_answer(prompt_ids, cfg.accuracy, key)
+        else:  # a real tokenizer: look for the question in the text
+            text = prompt_text if prompt_text is not None else self.tokenizer.decode(
+                prompt_ids[-512:])
+            answer = arithmetic_answer_text(text, cfg.accuracy, key)
         seq.plan = plan_output(self.tokenizer, spec, key, answer=answer,
                                mean_output_tokens=self.config.mean_output_tokens)
         return seq
