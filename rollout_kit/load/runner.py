@@ -193,8 +193,8 @@ class LoadRun:
         """:func:`~.metrics.compute_metrics` of the frame, plus the run's rates.
 
         Adds ``offered_rate``, ``achieved_rate``, ``interrupted``, ``unsent`` and
-        ``completion_rate`` (completed requests over the span of their completions: the
-        rate the server kept up with, whatever the tail of the last request).
+        ``completion_rate`` (:meth:`completion_rate`: the rate the server kept up with,
+        whatever the latency of the last request).
         """
         m = compute_metrics(self.frame, duration_s=self.duration_s, goodput=goodput,
                             percentiles=percentiles)
@@ -204,16 +204,31 @@ class LoadRun:
         return m
 
     def completion_rate(self) -> float:
-        """(completed − 1) / (last − first completion) over measured rows (NaN if < 2)."""
+        """The rate the server kept up with, on the scale of ``offered_rate`` (req/s).
+
+        ``offered_rate × (k − 1)/(m − 1) × scheduled span / completion span`` over the
+        measured rows: ``m`` of them scheduled over ``scheduled span`` (first to last due
+        time), ``k`` completed over ``completion span`` (first to last completion). Equal
+        to ``offered_rate`` when every request completes and completions keep the
+        arrivals' pace (any constant latency); below it when the server falls behind or
+        requests fail. NaN with fewer than 2 completions or an infinite offered rate.
+        """
         df = self.frame
-        if not len(df):
+        if not len(df) or not math.isfinite(self.offered_rate):
             return math.nan
-        ok = df[~df["warmup"].astype(bool) & df["status"].isin(("accepted", "rejected"))]
-        done = np.sort(ok["done_s"].to_numpy(dtype=float))
+        meas = df[~df["warmup"].astype(bool)]
+        sched = meas["scheduled_s"].to_numpy(dtype=float)
+        ok = meas[meas["status"].isin(("accepted", "rejected"))]
+        done = ok["done_s"].to_numpy(dtype=float)
         done = done[~np.isnan(done)]
-        if len(done) < 2 or done[-1] <= done[0]:
+        m, k = len(sched), len(done)
+        if k < 2 or m < 2:
             return math.nan
-        return float((len(done) - 1) / (done[-1] - done[0]))
+        sched_span = float(sched.max() - sched.min())
+        done_span = float(done.max() - done.min())
+        if sched_span <= 0 or done_span <= 0:
+            return math.nan
+        return float(self.offered_rate * (k - 1) / (m - 1) * sched_span / done_span)
 
     def __repr__(self) -> str:
         n = len(self.frame)
@@ -493,16 +508,16 @@ class _Run:
             "queue_wait_s": qwait,
             "send_lag_s": sent - sched - qwait,
             "done_s": done,
-            "status": pd.Series(status, dtype=object),
-            "reason": pd.Series(reason, dtype=object),
-            "error": pd.Series(error, dtype=object),
+            "status": _objects(status),
+            "reason": _objects(reason),
+            "error": _objects(error),
             "warmup": warm,
             "prompt_tokens": prompt_tokens,
             "output_tokens": output_tokens,
             "ttft_s": ttft,
             "tpot_s": tpot_of(e2el, ttft, output_tokens),
             "e2el_s": e2el,
-            "itl_s": pd.Series(itl, dtype=object),
+            "itl_s": _objects(itl),
             "samples": samples,
             "version": version,
             "done_version": self.done_version[rows],
@@ -529,6 +544,14 @@ class _Run:
         return LoadRun(frame=frame, offered_rate=offered, achieved_rate=achieved,
                        duration_s=max(duration, 0.0), interrupted=self.interrupted,
                        start_s=t0, unsent=self.n - k, scheduled=self.n, spec=self.spec)
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-d object array (lists stay whole; no index to misalign with the frame's)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -7,8 +7,8 @@ the order given; the sweep stops after the first *saturated* level (that row is 
 ``saturated=True`` and its ``stop_reason``). :class:`Saturation` says when a level is
 saturated:
 
-* ``min_ratio``: the server did not keep up — the completion rate (``LoadRun.
-  completion_rate``, completed requests over the span of their completions) or the
+* ``min_ratio``: the server did not keep up — the completion rate
+  (:meth:`LoadRun.completion_rate`: completions' pace on the offered rate's scale) or the
   achieved send rate is below ``min_ratio × offered_rate`` (only for a finite offered rate);
 * ``max_error_rate``: failed / (completed + failed) above it;
 * ``p99_ms``: a p99 latency above its limit, e.g. ``{"ttft": 2000, "e2el": 10000}``;

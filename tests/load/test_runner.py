@@ -1,0 +1,246 @@
+"""The load runner against the simulator (127.0.0.1): what the code guarantees, no timings.
+
+Every request is a controller task (contiguous ids, in the traces), its due time is the
+seeded process's offset exactly, send lag is recorded and never negative, warm-up is left
+out, ``max_concurrency`` caps what is in flight, a server killed mid-run fails its requests
+with a reason (kept out of the latency statistics) while the run goes on, and an interrupted
+run returns what it has. Events that must happen "mid-run" are triggered from inside the
+k-th task (a hook workflow), never by a sleep.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit.controller import RolloutController
+from rollout_kit.errors import ConfigError
+from rollout_kit.load import (
+    Arrivals,
+    GenerateRequest,
+    LoadRequest,
+    LoadSpec,
+    run_load,
+    run_load_async,
+    synthetic,
+)
+from rollout_kit.sim import SimCluster, serve, serve_in_thread
+from rollout_kit.workflows import SingleTurnWorkflow
+
+ENGINE = EngineConfig(stream=True, retry=RetryPolicy(max_retries=0),
+                      timeouts=Timeouts(connect=2.0, request=20.0, total=30.0, health=1.0))
+LAG_TOL = 1e-9  # send lag is stored signed; float rounding is the only way below 0
+
+
+class Hook:
+    """``GenerateRequest`` that runs ``fn`` when its ``at``-th task starts (1-based)."""
+
+    def __init__(self, at: int, fn: Callable[[], Awaitable[None] | None]) -> None:
+        self.inner = GenerateRequest()
+        self.at = at
+        self.fn = fn
+        self.count = 0
+
+    def validate(self, data: Any) -> None:
+        self.inner.validate(data)
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        self.count += 1
+        if self.count == self.at:
+            out = self.fn()
+            if out is not None:
+                await out
+        return await self.inner.arun_episode(engine, data)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[SimCluster]:
+    async with serve("vllm", 1, zero_latency=True) as c:
+        yield c
+
+
+@pytest.fixture
+async def ctl(cluster: SimCluster) -> AsyncIterator[RolloutController]:
+    async with RolloutController(vllm=cluster.urls, engine_config=ENGINE) as c:
+        yield c
+
+
+REQS = synthetic(8, input_len=12, output_len=6)
+
+
+async def test_every_request_is_a_traced_task_on_the_seeded_schedule(
+        ctl: RolloutController) -> None:
+    spec = LoadSpec(arrivals=Arrivals(rate=400.0, seed=3), num_requests=40)
+    first = ctl.ids.peek
+    run = await run_load_async(ctl, REQS, spec)
+    df = run.frame
+    assert list(df.index) == list(range(first, first + 40))  # one counter, contiguous
+    assert set(df.index) <= set(ctl.traces().index)  # the tracer registered every one
+    assert (df["status"] == "accepted").all()
+    np.testing.assert_array_equal(df["scheduled_s"].to_numpy(),
+                                  Arrivals(rate=400.0, seed=3).offsets(40))
+    assert (df["send_lag_s"] >= -LAG_TOL).all()
+    assert (df["sent_s"] >= df["scheduled_s"] - LAG_TOL).all()
+    assert (df["submitted_s"] >= df["scheduled_s"]).all()
+    assert (df["queue_wait_s"] == 0).all()
+    assert (df["done_s"] >= df["sent_s"]).all()
+    assert (df["output_tokens"] == 6).all() and (df["prompt_tokens"] == 12).all()
+    assert (df["e2el_s"] >= df["ttft_s"]).all()
+    assert df["itl_s"].map(len).eq(5).all()  # one gap per later token
+    assert list(df["request_index"]) == [i % len(REQS) for i in range(40)]
+    assert run.offered_rate == pytest.approx(400.0)
+    assert not run.interrupted and run.unsent == 0 and run.scheduled == 40
+    m = run.metrics()
+    assert m["completed"] == 40 and m["failed"] == 0
+    assert m["offered_rate"] == run.offered_rate
+
+
+async def test_warmup_requests_are_left_out(ctl: RolloutController) -> None:
+    spec = LoadSpec(arrivals=Arrivals(rate=500.0), num_requests=12, warmup=4)
+    run = await run_load_async(ctl, REQS, spec)
+    df = run.frame
+    assert list(df["warmup"]) == [True] * 4 + [False] * 8
+    assert run.start_s == df["scheduled_s"].iloc[3]
+    m = run.metrics()
+    assert m["completed"] == 8
+    assert m["total_output_tokens"] == 8 * 6
+
+
+async def test_every_item_once_without_a_bound_and_a_duration_bound(
+        ctl: RolloutController) -> None:
+    run = await run_load_async(ctl, REQS, LoadSpec(arrivals=Arrivals(rate=1000.0)))
+    assert len(run.frame) == len(REQS)
+    arr = Arrivals(rate=300.0, seed=1)
+    run = await run_load_async(ctl, REQS, LoadSpec(arrivals=arr, duration=0.05))
+    np.testing.assert_array_equal(run.frame["scheduled_s"].to_numpy(), arr.until(0.05))
+    # both bounds: whichever comes first
+    run = await run_load_async(ctl, REQS, LoadSpec(arrivals=arr, duration=10.0,
+                                                   num_requests=5))
+    assert len(run.frame) == 5
+
+
+async def test_max_concurrency_caps_in_flight_and_records_the_client_queue() -> None:
+    async with serve("vllm", 1, time_scale=0.05) as cluster, RolloutController(
+            vllm=cluster.urls, engine_config=ENGINE) as ctl:
+        spec = LoadSpec(num_requests=10, max_concurrency=2)  # all due at t=0
+        run = await run_load_async(ctl, REQS, spec)
+    df = run.frame.sort_values("submitted_s")
+    assert (df["status"] == "accepted").all()
+    sub, done = df["submitted_s"].to_numpy(), df["done_s"].to_numpy()
+    for t in sub:  # a slot frees (done) before the next request takes it
+        assert ((sub <= t) & (done > t)).sum() <= 2
+    assert (df["queue_wait_s"] >= 0).all() and (df["queue_wait_s"] > 0).sum() >= 8
+    assert (df["send_lag_s"] >= -LAG_TOL).all()
+    assert run.metrics()["max_queue_wait_ms"] > 0
+
+
+async def test_a_server_killed_mid_run_fails_its_requests_and_the_run_goes_on(
+        cluster: SimCluster, ctl: RolloutController) -> None:
+    n = 30
+    hook = Hook(11, cluster.servers[0].stop)  # task 11 stops the server before it sends
+    run = await run_load_async(ctl, REQS, LoadSpec(arrivals=Arrivals(rate=500.0),
+                                                   num_requests=n), workflow=hook)
+    df = run.frame
+    assert len(df) == n and not run.interrupted  # every request was still sent
+    failed = df[df["status"] == "failed"]
+    assert len(failed) >= n - 10
+    assert set(df["status"]) <= {"accepted", "failed"}
+    assert failed["reason"].isin({"connection_error", "no_healthy_server", "timeout"}).all()
+    assert failed["error"].notna().all()
+    assert failed["ttft_s"].isna().all() and failed["e2el_s"].isna().all()
+    m = run.metrics()
+    ok = df[df["status"] == "accepted"]
+    assert m["failed"] == len(failed) and m["completed"] == len(ok)
+    assert sum(m["failure_reasons"].values()) == len(failed)
+    if len(ok):
+        assert m["mean_e2el_ms"] == pytest.approx(ok["e2el_s"].mean() * 1000)
+        assert m["total_output_tokens"] == ok["output_tokens"].sum()
+
+
+async def test_cancelling_the_run_returns_the_partial_run(ctl: RolloutController) -> None:
+    task: asyncio.Task[Any] | None = None
+
+    def interrupt() -> None:
+        assert task is not None
+        task.cancel()  # what Ctrl-C does to a notebook cell's coroutine
+
+    spec = LoadSpec(arrivals=Arrivals(rate=200.0), num_requests=400)
+    first = ctl.ids.peek
+    task = asyncio.ensure_future(run_load_async(ctl, REQS, spec, workflow=Hook(5, interrupt)))
+    run = await task
+    df = run.frame
+    assert run.interrupted
+    assert 5 <= len(df) < 400 and run.unsent == 400 - len(df)
+    assert list(df.index) == list(range(first, first + len(df)))
+    assert set(df["status"]) <= {"accepted", "cancelled"}
+    assert (df["status"] == "cancelled").sum() >= 1  # the 5th was in flight
+    stats = ctl.stats()
+    assert stats["running"] == 0 and stats["outstanding"] == 0
+    m = run.metrics()
+    assert m["interrupted"] and m["unfinished"] == (df["status"] == "cancelled").sum()
+    # the controller carries on
+    again = await run_load_async(ctl, REQS, LoadSpec(num_requests=3))
+    assert list(again.frame.index) == list(range(first + len(df), first + len(df) + 3))
+    assert (again.frame["status"] == "accepted").all()  # columns align with any first id
+
+
+async def test_a_full_workflow_is_timed_per_task(ctl: RolloutController) -> None:
+    wf = SingleTurnWorkflow(lambda *a, **k: 1.0, gconfig=GenerationConfig(
+        n_samples=2, max_new_tokens=4))
+    data = [{"prompt": "What is 2+3?"}, {"prompt": "What is 7+8?"}]
+    run = await run_load_async(ctl, data, LoadSpec(num_requests=4), workflow=wf)
+    df = run.frame
+    assert (df["status"] == "accepted").all()
+    assert (df["samples"] == 2).all()  # two generate calls per task
+    assert (df["output_tokens"] > 0).all() and (df["ttft_s"] > 0).all()
+    assert ctl.sessions().reset_index()["task_id"].isin(df.index).any()
+
+
+def test_blocking_twin_and_ctrl_c() -> None:
+    with serve_in_thread("vllm", 1, zero_latency=True) as cluster:
+        ctl = RolloutController(vllm=cluster.urls, engine_config=ENGINE)
+        try:
+            run = run_load(ctl, REQS, LoadSpec(arrivals=Arrivals(rate=500.0), num_requests=6))
+            assert len(run.frame) == 6 and not run.interrupted
+            # Ctrl-C in a script: SIGINT while the run is going
+            hook = Hook(3, _thread.interrupt_main)
+            spec = LoadSpec(arrivals=Arrivals(rate=100.0), num_requests=300)
+            run = run_load(ctl, REQS, spec, workflow=hook)
+            assert run.interrupted and 3 <= len(run.frame) < 300
+            assert ctl.stats()["running"] == 0
+        finally:
+            ctl.close()
+
+
+async def test_bad_input_is_one_clear_error(ctl: RolloutController) -> None:
+    with pytest.raises(ConfigError, match="dataset is empty"):
+        await run_load_async(ctl, [], LoadSpec())
+    with pytest.raises(ConfigError, match="gconfig"):
+        await run_load_async(ctl, REQS, workflow=GenerateRequest(),
+                             gconfig=GenerationConfig())
+    with pytest.raises(ConfigError, match="warmup=8 leaves none"):
+        await run_load_async(ctl, REQS, LoadSpec(warmup=8))
+    with pytest.raises(ConfigError, match=r"requests\[1\]"):
+        await run_load_async(ctl, [REQS[0], object()], LoadSpec())
+    with pytest.raises(ConfigError, match="rate"):
+        LoadSpec(arrivals=Arrivals(rate=float("nan")))
+    for kwargs in ({"num_requests": 0}, {"duration": -1.0}, {"max_concurrency": 0},
+                   {"warmup": -1}, {"duration": float("inf")}, {"arrivals": 5.0}):
+        with pytest.raises(ConfigError):
+            LoadSpec(**kwargs)
+    assert ctl.ids.peek == 0  # no task id was spent on bad input
+
+
+def test_load_request_prompt_text_and_ids() -> None:
+    g = GenerateRequest(GenerationConfig(max_new_tokens=9))
+    req = g.request_for(LoadRequest(prompt="hi", output_len=3, ignore_eos=True))
+    assert req.text == "hi" and req.gconfig.max_new_tokens == 3 and req.gconfig.ignore_eos
+    req = g.request_for(LoadRequest(prompt_ids=(5, 6)))
+    assert req.input_ids == [5, 6] and req.gconfig.max_new_tokens == 9
+    assert g.config_for(3, True) is g.config_for(3, True)  # cached per length
