@@ -50,14 +50,24 @@ RATE_TARGET = 1.5
 PACE_TOL = 0.02
 LAG_P99_MS = 1.0
 
+# runs the levels in one process; with a ladder (argv[2] = the sustain fraction) it stops
+# after the first level whose completed / (last completion - first send) < fraction x rate
 VLLM_DRIVER = r"""
 import argparse, json, sys
 from vllm.benchmarks.serve import add_cli_args, main
+stop = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
 for argv in json.loads(sys.argv[1]):
     p = argparse.ArgumentParser()
     add_cli_args(p)
-    main(p.parse_args(argv))
-    print("LEVEL-DONE", flush=True)
+    args = p.parse_args(argv)
+    r = main(args)
+    ok = [(s, s + x) for s, x in zip(r.get("start_times") or [], r.get("latencies") or [])
+          if x > 0]
+    span = max(e for _, e in ok) - min(s for s, _ in ok) if len(ok) > 1 else 0.0
+    frac = len(ok) / span / args.request_rate if span > 0 else 0.0
+    print(f"LEVEL-DONE {args.request_rate} {frac:.4f}", flush=True)
+    if stop and (frac < stop or r.get("failed")):
+        break
 """
 
 _SIZES: dict[str, dict[str, Any]] = {
@@ -118,18 +128,20 @@ def _ours(url: str, tok: Path | None, rate: float, n: int, out_len: int,
 
 
 def _theirs(url: str, tok: Path, levels: Sequence[tuple[float, int]], out_len: int,
-            folder: Path, tag: str) -> list[dict[str, Any]]:
+            folder: Path, tag: str, stop: float = 0.0) -> list[dict[str, Any]]:
     py = _vllm_python()
     assert py is not None
     files = [folder / f"vllm-{tag}-{i}.json" for i in range(len(levels))]
     runs = [_common_args(url, tok, rate, n, out_len, f) for (rate, n), f in zip(levels, files,
                                                                                 strict=True)]
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
-    proc = subprocess.run([str(py), "-c", VLLM_DRIVER, json.dumps(runs)], capture_output=True,
-                          text=True, timeout=1800, env=env)
+    proc = subprocess.run([str(py), "-c", VLLM_DRIVER, json.dumps(runs), str(stop)],
+                          capture_output=True, text=True, timeout=1800, env=env)
     out = []
     for f in files:
         if not f.exists():
+            if stop and out:
+                break  # the ladder stopped early
             raise RuntimeError(f"vllm bench serve wrote no {f.name}: {proc.stderr[-2000:]}")
         out.append(json.loads(f.read_text()))
     return out
@@ -222,10 +234,10 @@ def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: fl
     the midpoint in a second process."""
     rates = [first * 2**i for i in range(levels)]
     res = _theirs(url, tok, [(r, max(200, int(r * seconds))) for r in rates], OUTPUT_LEN,
-                  folder, "ladder")
+                  folder, "ladder", stop=SUSTAIN)
     tried: list[tuple[float, float]] = []
     best, bad = 0.0, None
-    for rate, r in zip(rates, res, strict=True):
+    for rate, r in zip(rates, res, strict=False):
         ok, frac = _sustained(r, rate)
         tried.append((rate, frac))
         if not ok:
