@@ -7,11 +7,13 @@ this run, never to a concurrent ``wait()``).
 
 Pacing: the due times come from :class:`~.arrivals.Arrivals`; request ``i`` is sent when
 ``perf_counter()`` reaches ``start + offsets[i]`` — an absolute deadline from one start
-instant, so lateness never accumulates. The runner sleeps until about 1 ms before a deadline
+instant, so lateness never accumulates. The runner sleeps until about 0.5 ms before a deadline
 and then yields to the loop (``sleep(0)``) until it passes, so sends are not late by the
 loop's millisecond timer granularity; when it is behind it sends the due requests in slices
 of 64, yielding between slices (a run at thousands of requests per second never holds the
-loop).
+loop). As ``vllm bench serve`` does, the objects that exist when the run starts are frozen out
+of the garbage collector's passes (``gc.freeze()``, undone at the end) to keep its pauses
+short.
 
 Per request (one row of :attr:`LoadRun.frame`, indexed by ``task_id``; times in seconds from
 the run's start):
@@ -28,7 +30,9 @@ the run's start):
 * ``done_s``, ``status``, ``reason``, ``error`` (a short label for failures, e.g.
   ``connection error (127.0.0.1:8000)``), ``warmup``, ``prompt_tokens``, ``output_tokens``,
   ``ttft_s``, ``tpot_s``, ``e2el_s``, ``itl_s`` (the list of gaps), ``samples`` (generate
-  calls), ``version`` / ``done_version`` (weight version when sent / finished),
+  calls), ``retries`` (the engine's retries: a retried request's latency includes the backoff;
+  ``vllm bench serve`` never retries, so measure with ``RetryPolicy(max_retries=0)``),
+  ``version`` / ``done_version`` (weight version when sent / finished),
   ``request_index`` (the position in ``requests``, which is cycled when the run is longer).
 
 TTFT and ITL come from the stream: use ``EngineConfig(stream=True)`` (without it ``ttft_s``
@@ -51,6 +55,7 @@ over their send span, and the throughputs of :meth:`LoadRun.metrics` divide by
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import time
 from collections import deque
@@ -74,7 +79,7 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_COLUMNS", "LoadRun", "LoadSpec", "run_load", "run_load_async"]
 
 #: before a deadline the runner stops sleeping and yields to the loop until it passes
-SPIN_S = 0.001
+SPIN_S = 0.0005
 #: due requests sent before the runner yields to the loop
 SEND_SLICE = 64
 #: seconds to wait for cancelled tasks to report after an interruption
@@ -83,7 +88,7 @@ CANCEL_WAIT_S = 10.0
 FRAME_COLUMNS = (
     "request_index", "scheduled_s", "submitted_s", "sent_s", "queue_wait_s", "send_lag_s",
     "done_s", "status", "reason", "error", "warmup", "prompt_tokens", "output_tokens",
-    "ttft_s", "tpot_s", "e2el_s", "itl_s", "samples", "version", "done_version",
+    "ttft_s", "tpot_s", "e2el_s", "itl_s", "samples", "retries", "version", "done_version",
 )
 
 
@@ -419,6 +424,8 @@ class _Run:
             from ..controller.batching import progress_bar
 
             self._bar = progress_bar(self.n, "load", True)
+        gc.collect()
+        gc.freeze()  # as vllm bench serve: no collector pass over what exists already
         self.start = time.perf_counter()
         try:
             await self._send_all()
@@ -434,6 +441,7 @@ class _Run:
             self.interrupted = True
             await self._cancel_in_flight()
         finally:
+            gc.unfreeze()
             if self._bar is not None:
                 self._bar.close()
         return self.result()
@@ -469,6 +477,7 @@ class _Run:
         prompt_tokens = np.zeros(k, dtype=np.int64)
         output_tokens = np.zeros(k, dtype=np.int64)
         samples = np.zeros(k, dtype=np.int64)
+        retries = np.zeros(k, dtype=np.int64)
         version = np.full(k, -1, dtype=np.int64)
         itl: list[list[float]] = [[] for _ in range(k)]
         status: list[str] = []
@@ -490,6 +499,7 @@ class _Run:
             sent[j] = rec.sent - start
             version[j] = rec.version
             samples[j] = rec.calls
+            retries[j] = rec.retries
             if res is not None and res.status == "failed":
                 continue  # no latencies or token counts for failures
             first[j] = rec.first_token - start
@@ -519,6 +529,7 @@ class _Run:
             "e2el_s": e2el,
             "itl_s": _objects(itl),
             "samples": samples,
+            "retries": retries,
             "version": version,
             "done_version": self.done_version[rows],
         }, index=pd.Index(self.task_of[rows], name="task_id"))

@@ -126,6 +126,7 @@ class TaskRecord:
     output_tokens: int = 0
     calls: int = 0
     done_calls: int = 0
+    retries: int = 0
     itl: list[float] = field(default_factory=list)
     version: int = -1
 
@@ -139,6 +140,7 @@ class TaskRecord:
         end = t0 + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
         if math.isnan(self.end) or end > self.end:
             self.end = end
+        self.retries += resp.retries
         self.prompt_tokens += resp.input_len
         self.output_tokens += resp.output_len
         if resp.itl:

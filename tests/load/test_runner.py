@@ -30,6 +30,7 @@ from rollout_kit.load import (
     run_load_async,
     synthetic,
 )
+from rollout_kit.load.runner import FRAME_COLUMNS
 from rollout_kit.sim import SimCluster, serve, serve_in_thread
 from rollout_kit.workflows import SingleTurnWorkflow
 
@@ -80,6 +81,7 @@ async def test_every_request_is_a_traced_task_on_the_seeded_schedule(
     first = ctl.ids.peek
     run = await run_load_async(ctl, REQS, spec)
     df = run.frame
+    assert tuple(df.columns) == FRAME_COLUMNS and df.index.name == "task_id"
     assert list(df.index) == list(range(first, first + 40))  # one counter, contiguous
     assert set(df.index) <= set(ctl.traces().index)  # the tracer registered every one
     assert (df["status"] == "accepted").all()
@@ -91,6 +93,7 @@ async def test_every_request_is_a_traced_task_on_the_seeded_schedule(
     assert (df["queue_wait_s"] == 0).all()
     assert (df["done_s"] >= df["sent_s"]).all()
     assert (df["output_tokens"] == 6).all() and (df["prompt_tokens"] == 12).all()
+    assert (df["retries"] == 0).all() and (df["samples"] == 1).all()
     assert (df["e2el_s"] >= df["ttft_s"]).all()
     assert df["itl_s"].map(len).eq(5).all()  # one gap per later token
     assert list(df["request_index"]) == [i % len(REQS) for i in range(40)]
@@ -244,3 +247,11 @@ def test_load_request_prompt_text_and_ids() -> None:
     req = g.request_for(LoadRequest(prompt_ids=(5, 6)))
     assert req.input_ids == [5, 6] and req.gconfig.max_new_tokens == 9
     assert g.config_for(3, True) is g.config_for(3, True)  # cached per length
+
+
+def test_the_package_exports_a_sorted_curated_api() -> None:
+    import rollout_kit.load as load
+
+    assert load.__all__ == sorted(load.__all__, key=str.casefold)
+    for name in load.__all__:
+        assert getattr(load, name) is not None
