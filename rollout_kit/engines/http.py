@@ -387,23 +387,47 @@ class HttpClient:
                     raise make_status_error(resp.status, body, server=server,
                                             endpoint=endpoint, headers=resp.headers,
                                             hint=hint if resp.status in (404, 405) else "")
-                async for line in resp.content:
+                # whole chunks, split here: one read per network chunk, not two per event
+                tail = b""
+                async for chunk in resp.content.iter_any():
                     t_ns = time.perf_counter_ns()
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == _DONE:
+                    lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
+                    tail = lines.pop()
+                    for line in lines:
+                        event = _sse_event(line, t_ns, server, endpoint, hint)
+                        if event is _END:
+                            return
+                        if event is not None:
+                            yield event
+                if tail:  # a last line without its newline
+                    event = _sse_event(tail, time.perf_counter_ns(), server, endpoint, hint)
+                    if event is _END:
                         return
-                    try:
-                        obj = orjson.loads(data)
-                    except orjson.JSONDecodeError:
-                        _raise_bad_event(data, server, endpoint, hint)
-                    if isinstance(obj, dict) and "error" in obj:
-                        _raise_stream_error(obj, data, server, endpoint)
-                    yield SSEEvent(t_ns, obj)
+                    if event is not None:
+                        yield event
         raise EngineResponseError(
             f"{server} {endpoint}: the event stream ended before 'data: [DONE]'",
             server=server, endpoint=endpoint)
+
+
+_END = SSEEvent(0, None)  # sentinel: ``data: [DONE]``
+
+
+def _sse_event(line: bytes, t_ns: int, server: str, endpoint: str,
+               hint: str) -> SSEEvent | None:
+    """The event of one SSE line, ``_END`` for ``[DONE]``, ``None`` for other lines."""
+    if not line.startswith(b"data:"):
+        return None
+    data = line[5:].strip()
+    if data == _DONE:
+        return _END
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        _raise_bad_event(data, server, endpoint, hint)
+    if isinstance(obj, dict) and "error" in obj:
+        _raise_stream_error(obj, data, server, endpoint)
+    return SSEEvent(t_ns, obj)
 
 
 def _raise_bad_event(data: bytes, server: str, endpoint: str, hint: str) -> NoReturn:
