@@ -210,20 +210,10 @@ class WorkflowExecutor:
 
         A queued task ends at once; a running one when it next awaits.
         """
-        job = self._queue.running.get(task_id)
-        if job is not None:
-            if job.cancelling:
-                return False
-            job.cancelling = True
-            if job.handle is not None:
-                job.handle.cancel()
-            return True
-        for job in self._queue.pending:
-            if job.task_id == task_id:
-                self._queue.remove(job)
-                self._finish(job, "cancelled", "cancelled")
-                return True
-        return False
+        return self._queue.cancel(task_id, self._drop)
+
+    def _drop(self, job: Job) -> None:
+        self._finish(job, "cancelled", "cancelled")
 
     # -- state -----------------------------------------------------------------------------
     def capacity(self) -> int:

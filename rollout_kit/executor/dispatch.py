@@ -83,9 +83,24 @@ class Dispatcher:
         self.pending.append(job)
         self.dispatch(loop)
 
-    def remove(self, job: Job) -> None:
-        """Take a queued (not started) job out of the queue."""
-        self.pending.remove(job)
+    def cancel(self, task_id: int, drop: Callable[[Job], None]) -> bool:
+        """Cancel a job; whether this call requested it (``False``: unknown, or requested
+        before). A running job's asyncio task is cancelled (it ends when it next awaits); a
+        queued job leaves the queue and is handed to ``drop`` to be finished at once."""
+        job = self.running.get(task_id)
+        if job is not None:
+            if job.cancelling:
+                return False
+            job.cancelling = True
+            if job.handle is not None:
+                job.handle.cancel()
+            return True
+        for job in self.pending:
+            if job.task_id == task_id:
+                self.pending.remove(job)
+                drop(job)
+                return True
+        return False
 
     def drain(self) -> list[Job]:
         """Take every queued job out of the queue."""

@@ -295,20 +295,10 @@ class RayWorkerHandle:
 
     def cancel(self, task_id: int) -> bool:
         """Cancel a queued or running task; whether this call requested it."""
-        job = self._queue.running.get(task_id)
-        if job is not None:
-            if job.cancelling:
-                return False
-            job.cancelling = True
-            if job.handle is not None:
-                job.handle.cancel()
-            return True
-        for job in self._queue.pending:
-            if job.task_id == task_id:
-                self._queue.remove(job)
-                self._finish(job, "cancelled", "cancelled")
-                return True
-        return False
+        return self._queue.cancel(task_id, self._drop)
+
+    def _drop(self, job: Job) -> None:
+        self._finish(job, "cancelled", "cancelled")
 
     # -- state -------------------------------------------------------------------------------
     def load(self) -> int:
