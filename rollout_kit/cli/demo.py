@@ -29,6 +29,8 @@ from ..controller import RolloutController
 from ..errors import ConfigError, EngineConnectionError, NoHealthyServerError, truncate
 from ..io import RolloutResult
 from ..workflows import SingleTurnWorkflow
+from ._output import note as _note
+from ._output import out as _out
 
 __all__ = ["add_arguments", "exact_match_reward", "make_answer_fn", "make_problems", "run"]
 
@@ -43,16 +45,6 @@ _REFUSED_GRACE_S = 2.0  # a server that refuses connections this long is not the
 _PROBE_TIMEOUT_S = 5.0  # one TCP connect / one GET /health
 _WAIT_NOTE_S = 15.0  # how often to say "still waiting"
 _TOP_REASONS = 3
-
-
-def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _note(text: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.write(f"rollout-kit: {text}\n")
-    sys.stderr.flush()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

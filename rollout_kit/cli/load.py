@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from .._loop import run_sync
 from .._paths import parse_address
 from ..errors import ConfigError
+from ._output import note as _note
+from ._output import out as _out
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,16 +53,6 @@ METRIC_HEADERS: dict[str, tuple[str, str]] = {
 }
 _DATASETS = ("random", "sharegpt", "prefix_repetition", "mooncake", "trace", "jsonl", "custom")
 _DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors")
-
-
-def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _note(text: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.write(f"rollout-kit: {text}\n")
-    sys.stderr.flush()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
