@@ -22,11 +22,13 @@ Usage::
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .._deprecation import deprecated_alias
+from .._gc import GcHold
 from .._loop import LoopBinding
 from ..errors import ConfigError, ControllerStateError
 from ..executor import Job, Recipe
@@ -71,6 +73,10 @@ class RolloutController:
         scheduler: the worker pool: builds the workers and picks one per task (default
             ``LocalScheduler()``: in-process workers, round robin; ``RayScheduler``: Ray
             actors, built from ``sglang=``/``vllm=``).
+        tune_gc: from construction until :meth:`close_async`, keep the garbage collector's
+            pauses short (:mod:`rollout_kit._gc`: the heap that exists now is frozen out
+            of its passes and the youngest generation's threshold is raised to 10,000);
+            ``False`` leaves the collector as it is.
 
     Raises:
         ConfigError: no engines at all, or two workers with the same name.
@@ -87,6 +93,7 @@ class RolloutController:
         tracer: Tracer | None = None,
         trace_path: str | os.PathLike[str] | None = None,
         scheduler: WorkerPool | None = None,
+        tune_gc: bool = True,
     ) -> None:
         from ..engines import InferenceEngine
 
@@ -114,6 +121,8 @@ class RolloutController:
         self._queue_size = None if executor_config is None else executor_config.queue_size
         self._last_recipe: Recipe | None = None
         self._closed = False
+        # a controller dropped without close() gives its hold back when it is collected
+        self._gc_hold = weakref.finalize(self, GcHold().release) if tune_gc else None
 
     @property
     def engines(self) -> list[InferenceEngine]:
@@ -142,9 +151,13 @@ class RolloutController:
         ``wait()`` and traces from ``traces()``.
         """
         self._closed = True
-        if self.binding.loop is not None:
-            self.binding.bind()
-            await asyncio.gather(*(w.close_async(drain=drain) for w in self.workers))
+        try:
+            if self.binding.loop is not None:
+                self.binding.bind()
+                await asyncio.gather(*(w.close_async(drain=drain) for w in self.workers))
+        finally:
+            if self._gc_hold is not None:
+                self._gc_hold()  # release (once)
         self.tracer.flush()
         self.waiters.wake()
 
