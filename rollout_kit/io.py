@@ -39,7 +39,7 @@ class ModelRequest:
     Requests with the same ``rid`` go to the same server under sticky routing (prefix cache).
     """
 
-    rid: str = field(default_factory=lambda: new_rid())
+    rid: str = field(default_factory=new_rid)
     input_ids: list[int] = field(default_factory=list)
     text: str | None = None
     gconfig: GenerationConfig = field(default_factory=GenerationConfig)

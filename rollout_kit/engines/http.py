@@ -5,9 +5,9 @@ It owns
 * one shared ``aiohttp.ClientSession`` per engine per event loop (:class:`HttpClient`),
   created lazily on the loop that uses it, with a connector sized for thousands of
   concurrent requests (aiohttp's default limit of 100 throttles time to first token);
-* :func:`map_aiohttp_errors`, the single boundary that turns aiohttp / timeout exceptions
-  into :mod:`rollout_kit.errors` classes, and :func:`make_status_error`, the one
-  status → class factory;
+* :func:`engine_error`, the single mapping of aiohttp / timeout exceptions to
+  :mod:`rollout_kit.errors` classes (:func:`map_aiohttp_errors` applies it to a block), and
+  :func:`make_status_error`, the one status → class factory;
 * :func:`call_with_retries`, retries as policy (:class:`~rollout_kit.config.RetryPolicy`):
   exponential backoff with jitter, ``Retry-After``, a total deadline;
 * an SSE reader that stamps each event with ``perf_counter_ns`` when it arrives.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -50,6 +51,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "AIOHTTP_ERRORS",
     "HttpClient",
     "RetryState",
     "SSEEvent",
@@ -59,6 +61,7 @@ __all__ = [
     "is_connect_failure",
     "is_retryable",
     "make_status_error",
+    "engine_error",
     "map_aiohttp_errors",
     "parse_json",
     "server_name",
@@ -81,6 +84,7 @@ def server_name(address: str) -> str:
     return a.rstrip("/")
 
 
+@functools.lru_cache(maxsize=1024)  # called per request with a handful of addresses
 def base_url(address: str) -> str:
     """``http://host:port`` (scheme kept when given) of an address."""
     a = address.strip().rstrip("/")
@@ -153,33 +157,44 @@ def make_status_error(status: int, body: bytes | str, *, server: str, endpoint: 
                retry_after=_retry_after(headers))
 
 
+#: what :func:`engine_error` translates (``aiohttp.ServerTimeoutError`` is both)
+AIOHTTP_ERRORS = (TimeoutError, aiohttp.ClientError)
+
+
+def engine_error(exc: TimeoutError | aiohttp.ClientError, server: str,
+                 endpoint: str) -> EngineError:
+    """The :mod:`rollout_kit.errors` class for an aiohttp or timeout exception.
+
+    The only place that maps ``aiohttp.ClientError``; raise the result ``from exc`` so that
+    the original stays the ``__cause__``. (A written-out ``try`` / ``except
+    AIOHTTP_ERRORS`` on the per-request path costs less than a context manager.) Catch
+    :class:`~rollout_kit.errors.EngineError` first: ``EngineTimeoutError`` is a
+    ``TimeoutError`` too.
+    """
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return EngineTimeoutError(f"{server} {endpoint}: no complete answer within the timeout",
+                                  server=server, endpoint=endpoint)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return EngineConnectionError(f"cannot connect to {server} ({endpoint}): "
+                                     f"{exc.os_error or exc}", server=server, endpoint=endpoint)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return EngineConnectionError(
+            f"{server} {endpoint}: the response body was cut off ({type(exc).__name__})",
+            server=server, endpoint=endpoint)
+    return EngineConnectionError(
+        f"{server} {endpoint}: connection failed ({type(exc).__name__}: "
+        f"{truncate(str(exc), 200)})", server=server, endpoint=endpoint)
+
+
 @contextlib.contextmanager
 def map_aiohttp_errors(server: str, endpoint: str) -> Iterator[None]:
-    """Translate aiohttp and timeout exceptions into :mod:`rollout_kit.errors` classes.
-
-    The only place that catches ``aiohttp.ClientError``; the original exception is kept as
-    ``__cause__``.
-    """
+    """Raise :func:`engine_error` for any aiohttp or timeout exception in the block."""
     try:
         yield
     except EngineError:
         raise
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raise EngineTimeoutError(
-            f"{server} {endpoint}: no complete answer within the timeout",
-            server=server, endpoint=endpoint) from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise EngineConnectionError(
-            f"cannot connect to {server} ({endpoint}): {exc.os_error or exc}",
-            server=server, endpoint=endpoint) from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise EngineConnectionError(
-            f"{server} {endpoint}: the response body was cut off ({type(exc).__name__})",
-            server=server, endpoint=endpoint) from exc
-    except aiohttp.ClientError as exc:
-        raise EngineConnectionError(
-            f"{server} {endpoint}: connection failed ({type(exc).__name__}: "
-            f"{truncate(str(exc), 200)})", server=server, endpoint=endpoint) from exc
+    except AIOHTTP_ERRORS as exc:
+        raise engine_error(exc, server, endpoint) from exc
 
 
 def is_connect_failure(exc: BaseException) -> bool:
@@ -346,10 +361,9 @@ class HttpClient:
                       timeout: float, hint: str = "") -> bytes:
         """One attempt; returns the raw 2xx body or raises a mapped :class:`EngineError`."""
         data = orjson.dumps(payload) if payload is not None else None
-        url = base_url(server) + endpoint
-        with map_aiohttp_errors(server, endpoint):
+        try:
             async with self.session().request(
-                    method, url, data=data, params=params,
+                    method, base_url(server) + endpoint, data=data, params=params,
                     headers=_JSON_HEADERS if data is not None else None,
                     timeout=self._timeout(timeout)) as resp:
                 body = await resp.read()
@@ -358,6 +372,10 @@ class HttpClient:
                                             endpoint=endpoint, headers=resp.headers,
                                             hint=hint if resp.status in (404, 405) else "")
                 return body
+        except EngineError:
+            raise
+        except AIOHTTP_ERRORS as exc:
+            raise engine_error(exc, server, endpoint) from exc
 
     async def request_json(self, server: str, method: str, endpoint: str, *,
                            payload: Any = None, params: Mapping[str, str] | None = None,

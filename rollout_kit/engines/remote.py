@@ -166,11 +166,18 @@ class RemoteInfEngine(InferenceEngine):
                 task.get_loop().call_soon_threadsafe(task.cancel)
         await self._http.close_async()
 
+    def _is_open(self) -> bool:
+        """Whether generation may go ahead without opening (restarts a probe whose loop
+        ended)."""
+        if self._state is not _State.OPENED:
+            return False
+        task = self._probe_task
+        if task is None or task.done():  # its loop ended: probe from this one
+            self._start_probe()
+        return True
+
     async def _ensure_open(self) -> None:
-        if self._state is _State.OPENED:
-            task = self._probe_task
-            if task is None or task.done():  # its loop ended: probe from this one
-                self._start_probe()
+        if self._is_open():
             return
         if self._state is _State.CLOSED:
             raise ControllerStateError(f"engine {self.name} is closed; create a new one")
@@ -278,7 +285,8 @@ class RemoteInfEngine(InferenceEngine):
             ConfigError: ``n_samples != 1`` (workflows fan out), or no room for output.
             EngineError: the servers failed beyond the retry policy.
         """
-        await self._ensure_open()
+        if not self._is_open():
+            await self._ensure_open()
         g = req.gconfig
         if g.n_samples != 1:
             raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
@@ -345,37 +353,57 @@ class RemoteInfEngine(InferenceEngine):
     async def _segment(self, key: str, input_ids: list[int] | None, text: str | None,
                        gconfig: GenerationConfig, max_new_tokens: int, prefer: str | None,
                        state: RetryState) -> tuple[Segment, str]:
-        """One server response (with retries), and the server that gave it."""
+        """One server response (with retries), and the server that gave it.
+
+        The first attempt is written out flat (most requests end there): no closure, no
+        context manager, one coroutine frame between the caller and aiohttp's.
+        """
         cfg = self.config
         payload = self.backend.build_request(
             input_ids=input_ids, text=text, gconfig=gconfig, max_new_tokens=max_new_tokens,
             stream=cfg.stream, model=self._model)
-        failed: list[str] = []
-        send = self._stream_once if cfg.stream else self._post_once
+        started = time.monotonic()
+        router = self.router
+        server = router.choose(key, prefer=prefer)
+        timeout = min(cfg.timeouts.request, cfg.timeouts.total)
+        router.started(server)
+        try:
+            if cfg.stream:
+                seg = await self._stream_once(server, payload, timeout)
+            else:
+                seg = self._parse(server, await self._http.request(
+                    server, "POST", self.backend.generate_endpoint, payload=payload,
+                    timeout=timeout, hint=self.backend.wrong_flavour_hint))
+        except EngineError as exc:
+            router.finished(server)
+            if is_connect_failure(exc):
+                router.mark_down(server)
+            return await self._retry(key, payload, prefer, state, [server], exc, started)
+        except BaseException:
+            router.finished(server)
+            raise
+        router.finished(server)
+        return seg, server
+
+    async def _retry(self, key: str, payload: dict[str, Any], prefer: str | None,
+                     state: RetryState, failed: list[str], first: EngineError,
+                     started: float) -> tuple[Segment, str]:
+        """The attempts after a failed first one, under the retry policy."""
+        cfg = self.config
 
         async def attempt(i: int, timeout: float) -> tuple[Segment, str]:
             server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
-            with self.router.track(server):
-                try:
-                    return await send(server, payload, timeout), server
-                except EngineError as exc:
-                    failed.append(server)
-                    if is_connect_failure(exc):
-                        self.router.mark_down(server)
-                    raise
-
-        # fast path: the first attempt without the retry loop's frames (most requests)
-        started = time.monotonic()
-        server = self.router.choose(key, exclude=failed, prefer=prefer)
-        with self.router.track(server):
+            self.router.started(server)
             try:
-                return await send(server, payload,
-                                  min(cfg.timeouts.request, cfg.timeouts.total)), server
+                return await self._send(server, payload, timeout), server
             except EngineError as exc:
                 failed.append(server)
                 if is_connect_failure(exc):
                     self.router.mark_down(server)
-                first = exc
+                raise
+            finally:
+                self.router.finished(server)
+
         return await call_with_retries(
             attempt, policy=cfg.retry, request_timeout=cfg.timeouts.request,
             total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint,
@@ -389,17 +417,23 @@ class RemoteInfEngine(InferenceEngine):
             f"{truncate(body, 200)}. {self.backend.wrong_flavour_hint}",
             server=server, endpoint=endpoint)
 
-    async def _post_once(self, server: str, payload: dict[str, Any], timeout: float) -> Segment:
+    def _parse(self, server: str, raw: bytes) -> Segment:
+        """A whole (non-streamed) response body as a :class:`Segment`."""
         endpoint = self.backend.generate_endpoint
-        hint = self.backend.wrong_flavour_hint
-        raw = await self._http.request(server, "POST", endpoint, payload=payload,
-                                       timeout=timeout, hint=hint)
-        body = parse_json(raw, server=server, endpoint=endpoint, hint=hint)
+        body = parse_json(raw, server=server, endpoint=endpoint,
+                          hint=self.backend.wrong_flavour_hint)
         try:
-            seg = self.backend.parse_response(body)
+            return self.backend.parse_response(body)
         except _PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, body) from None
-        return seg
+
+    async def _send(self, server: str, payload: dict[str, Any], timeout: float) -> Segment:
+        """One attempt on ``server`` (streamed or not)."""
+        if self.config.stream:
+            return await self._stream_once(server, payload, timeout)
+        return self._parse(server, await self._http.request(
+            server, "POST", self.backend.generate_endpoint, payload=payload, timeout=timeout,
+            hint=self.backend.wrong_flavour_hint))
 
     async def _stream_once(self, server: str, payload: dict[str, Any],
                            timeout: float) -> Segment:

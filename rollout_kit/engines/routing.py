@@ -16,10 +16,9 @@ background probe (owned by the engine) brings it back with :meth:`Router.mark_up
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from ..config import RoutingPolicy
@@ -100,14 +99,13 @@ class Router:
         """Requests this engine has in flight on ``server``."""
         return self._in_flight[server]
 
-    @contextlib.contextmanager
-    def track(self, server: str) -> Iterator[None]:
-        """Count one request in flight on ``server`` for the duration of the block."""
+    def started(self, server: str) -> None:
+        """Count one more request in flight on ``server`` (:meth:`finished` uncounts it)."""
         self._in_flight[server] += 1
-        try:
-            yield
-        finally:
-            self._in_flight[server] -= 1
+
+    def finished(self, server: str) -> None:
+        """A request counted by :meth:`started` on ``server`` ended."""
+        self._in_flight[server] -= 1
 
     def _candidates(self, exclude: Collection[str]) -> list[str]:
         healthy = [s for s in self.servers if s not in self._down]
@@ -145,6 +143,8 @@ class Router:
         Raises:
             NoHealthyServerError: never in practice; kept for an empty server list.
         """
+        if len(self.servers) == 1 and (key is None or self.policy != "sticky"):
+            return self.servers[0]  # the only choice, whatever is down or excluded
         candidates = self._candidates(exclude)
         if not candidates:  # pragma: no cover - servers is never empty
             raise NoHealthyServerError("no server address configured")

@@ -19,6 +19,7 @@ Version notes (see the server-apis reference):
 
 from __future__ import annotations
 
+from math import nan
 from typing import Any
 
 from ..config import GenerationConfig
@@ -162,7 +163,7 @@ class SGLangBackend(Backend):
         ids = body.get("output_ids")
         seg = Segment(
             tokens=token_ids(ids) if ids is not None else token_ids(e[1] for e in lps),
-            logprobs=[logprob(e[0]) for e in lps],
+            logprobs=[nan if e[0] is None else float(e[0]) for e in lps],  # logprob(), inlined
         )
         _fill_meta(seg, body, meta)
         if seg.finish is None:

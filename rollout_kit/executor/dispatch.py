@@ -121,8 +121,8 @@ class Dispatcher:
         starting 1,000 at once would stall the loop for a few hundred ms, so the rest is
         dispatched in later turns.
         """
-        if self.paused or not self.pending:
-            return
+        if self.paused or not self.pending or self._turn >= DISPATCH_SLICE:
+            return  # (a big submit loop lands here: its tasks start in the next turns)
         n = min(self.capacity(), DISPATCH_SLICE - self._turn)
         while n > 0 and self.pending:
             if not self._counted:

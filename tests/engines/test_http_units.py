@@ -114,10 +114,17 @@ def test_router_round_robin_and_down() -> None:
 
 def test_router_least_in_flight_and_sticky() -> None:
     r = Router(["a", "b"], "least_in_flight")
-    with r.track("a"):
-        assert r.choose() == "b"
-        with r.track("b"), r.track("b"):
-            assert r.choose() == "a"
+    r.started("a")
+    assert r.choose() == "b" and r.in_flight("a") == 1
+    r.started("b")
+    r.started("b")
+    assert r.choose() == "a"
+    for server in ("b", "b", "a"):
+        r.finished(server)
+    assert r.in_flight("a") == r.in_flight("b") == 0
+    one = Router(["only"], "least_in_flight")
+    one.mark_down("only")
+    assert one.choose(exclude=["only"]) == "only"  # the one server, down or excluded
     s = Router(["a", "b", "c"], "sticky", sticky_capacity=2)
     first = {k: s.choose(k) for k in ("t1", "t2")}
     assert all(s.choose(k) == v for k, v in first.items() for _ in range(3))
