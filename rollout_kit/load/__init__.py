@@ -11,7 +11,8 @@ counter, traced), paced on absolute deadlines, measured from the stream
     df = await sweep_async(ctl, reqs, rates=[5, 10, 20, 40], spec_template=LoadSpec(...))
 
 Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
-:mod:`.runner` (sending and recording), :mod:`.metrics` (definitions), :mod:`.sweep`
+:mod:`.spec` (what load to offer), :mod:`.runner` (sending and recording), :mod:`.results`
+(a run's per-request frame, rates and window), :mod:`.metrics` (definitions), :mod:`.sweep`
 (levels until saturation), :mod:`.workflow` (the per-task workflow and its timing).
 """
 
@@ -34,7 +35,9 @@ from .metrics import (
     parse_goodput,
     time_to_batch,
 )
-from .runner import LoadRun, LoadSpec, run_load, run_load_async
+from .results import LoadRun
+from .runner import run_load, run_load_async
+from .spec import LoadSpec
 from .sweep import Saturation, sweep, sweep_async
 from .workflow import GenerateRequest, Measured
 

@@ -1,0 +1,48 @@
+"""Load-test datasets: what each open-loop request sends (nothing is downloaded).
+
+Every loader returns ``list[LoadRequest]``::
+
+    read_jsonl("prompts.jsonl")                     {"prompt": ..., "output_tokens": N} lines
+    read_sharegpt("sharegpt.json", num=200)         ShareGPT conversations (vllm bench serve rules)
+    synthetic(100, input_len=512, output_len=128, dist="uniform", range_ratio=0.5)
+    shared_prefix(num_groups=4, prompts_per_group=8, prefix_len=256, suffix_len=32,
+                  output_len=64)                    prefix caching: a shared prefix per group
+    read_mooncake("trace.jsonl", time_scale=0.5)    a Mooncake trace, replayed (timestamps)
+    load_dataset("random", num=100, input_len=64)   by ``vllm bench serve --dataset-name``
+
+Lengths are tokens. Synthetic, shared-prefix and trace prompts are **token ids** drawn from a
+vocabulary without its special ids, so ``prompt_len`` is exact on the server (no re-encoding);
+they ask for exactly ``output_len`` tokens (``ignore_eos``), as ``vllm bench serve`` forces for
+its random datasets. The vocabulary defaults to the simulator's byte tokenizer (259 ids, 0..2
+special), which also fits the tiny vLLM CPU test model; pass ``tokenizer=`` (a path or object,
+see :mod:`rollout_kit.load.tokenize`) to use another. Text datasets (JSONL, ShareGPT) count
+tokens with ``tokenizer`` (default: the simulator's byte counting).
+
+Bad input raises :class:`~rollout_kit.errors.DatasetError` with one line that names the file
+and the 1-based line (or entry) number.
+
+Modules: :mod:`.request` (:class:`LoadRequest`), :mod:`.text` (JSONL, ShareGPT),
+:mod:`.synthetic` (random lengths, shared prefixes), :mod:`.traces` (Mooncake replay),
+:mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they share: errors, checks,
+files, the tokenizer and the default vocabulary).
+"""
+
+from __future__ import annotations
+
+from .by_name import DATASET_NAMES, load_dataset
+from .request import LoadRequest
+from .synthetic import Distribution, shared_prefix, synthetic
+from .text import read_jsonl, read_sharegpt
+from .traces import read_mooncake
+
+__all__ = [
+    "DATASET_NAMES",
+    "Distribution",
+    "LoadRequest",
+    "load_dataset",
+    "read_jsonl",
+    "read_mooncake",
+    "read_sharegpt",
+    "shared_prefix",
+    "synthetic",
+]
