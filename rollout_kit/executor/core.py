@@ -110,7 +110,8 @@ class WorkflowExecutor:
         if self._closed:
             self._finish(job, "cancelled", "closed")
             return
-        self._queue.enqueue(job, self.binding.bind())
+        loop = self.binding.loop  # bound (and checked) by the controller's submit
+        self._queue.enqueue(job, loop if loop is not None else self.binding.bind())
 
     # -- run -------------------------------------------------------------------------------
     def _start(self, job: Job) -> None:
@@ -119,7 +120,8 @@ class WorkflowExecutor:
             self._finish(job, "cancelled", "closed")
             return
         self.tracer.mark(job.task_id, "dispatch")
-        loop = self.binding.bind()
+        loop = self.binding.loop  # dispatch runs on the bound loop
+        assert loop is not None
         job.handle = loop.create_task(self._run(job), name=f"rollout-{job.task_id}",
                                       context=contextvars.Context())
         job.handle.add_done_callback(functools.partial(self._on_handle_done, job))

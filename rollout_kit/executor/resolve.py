@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from ..errors import ConfigError, RolloutKitError
-from ..workflows.base import WorkflowLike, is_workflow
+from ..workflows.base import RolloutWorkflow, ValidatesData, WorkflowLike, is_workflow
 
 __all__ = [
     "AcceptFn",
@@ -42,12 +43,13 @@ class WorkflowFactory:
     a class) when it has one, so anything it raises reaches the caller as ``ConfigError``.
     """
 
-    __slots__ = ("_instance", "_make")
+    __slots__ = ("_hook", "_instance", "_make")
 
     def __init__(self, instance: WorkflowLike,
                  make: Callable[[], WorkflowLike] | None = None) -> None:
         self._instance = instance  # the shared instance, or the probe of a class
         self._make = make
+        self._hook = _validate_hook(instance)  # found once here, not per submit
 
     def __call__(self) -> WorkflowLike:
         return self._instance if self._make is None else self._make()
@@ -59,7 +61,7 @@ class WorkflowFactory:
             ConfigError: what the hook raised (a rollout_kit error as is; any other
                 exception wrapped, naming the workflow, with the original as ``__cause__``).
         """
-        hook = getattr(self._instance, "validate", None)
+        hook = self._hook
         if hook is None:
             return
         try:
@@ -69,6 +71,17 @@ class WorkflowFactory:
         except Exception as exc:
             raise ConfigError(f"{type(self._instance).__qualname__}.validate(data) refused "
                               f"the data: {type(exc).__name__}: {exc}") from exc
+
+
+def _validate_hook(instance: object) -> Callable[[Any], None] | None:
+    """The workflow's ``validate``; ``None`` without one or for RolloutWorkflow's default,
+    which accepts everything."""
+    if not isinstance(instance, ValidatesData):
+        return None
+    hook = instance.validate
+    if isinstance(hook, types.MethodType) and hook.__func__ is RolloutWorkflow.validate:
+        return None
+    return hook
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -69,8 +69,9 @@ class LiveSpan:
                 return
             self.state = ENDED
             self.task = None
+            assert task.open is not None  # it holds this open span
             task.open.remove(self)
-            task.spans.append((self.local, self.code, self.start, end, flags))
+            task.add_span((self.local, self.code, self.start, end, flags))
 
 
 class LiveTask:
@@ -85,9 +86,16 @@ class LiveTask:
         self.marks = [MISSING] * N_MARKS
         self.marks[SUBMIT] = now
         self.attrs: dict[str, AttrValue] | None = None
-        self.sessions: list[LiveSession] = []
-        self.spans: list[SpanRow] = []
-        self.open: list[LiveSpan] = []
+        # made on first use: most tasks of a plain generate have no session or span
+        self.sessions: list[LiveSession] | None = None
+        self.spans: list[SpanRow] | None = None
+        self.open: list[LiveSpan] | None = None
+
+    def add_span(self, row: SpanRow) -> None:
+        """Keep a closed span's row (caller holds ``lock``)."""
+        if self.spans is None:
+            self.spans = []
+        self.spans.append(row)
 
     def commit(self, store: Store, status: int, reason: str | None, error: str | None,
                now: int | None) -> None:
@@ -98,24 +106,23 @@ class LiveTask:
         snapshot of a live task (status pending) and changes nothing.
         """
         marks = self.marks
-        spans = self.spans
         if now is not None:
             if marks[END] == MISSING:
                 marks[END] = now
-            for sp in self.open:
-                spans.append((sp.local, sp.code, sp.start, now, FLAG_CLOSED_AT_FINALIZE))
+            for sp in self.open or ():
+                self.add_span((sp.local, sp.code, sp.start, now, FLAG_CLOSED_AT_FINALIZE))
                 sp.state = CLOSED
                 sp.task = None
-            self.open = []
+            self.open = None
         sessions: list[SessionRow] = []
-        for s in self.sessions:
+        for s in self.sessions or ():
             end = s.end if s.end is not None else (now if now is not None else MISSING)
             sessions.append((s.session_id, status if s.status is None else s.status,
                              s.start, end, s.attrs or {}))
         store.commit(self.task_id, status, self.wcode, marks, reason, error, self.attrs or {},
-                     sessions, spans)
+                     sessions, self.spans or [])
         if now is not None:  # finalized: break the task <-> session cycle (freed at once)
-            self.sessions = []
+            self.sessions = None
 
 
 class LiveSession:
@@ -205,7 +212,7 @@ class LiveTable:
                 f"finalize(): task_id {task_id} was never registered in this tracer")
         self.done.add(task_id)
         sessions = self.sessions
-        for s in t.sessions:
+        for s in t.sessions or ():
             del sessions[s.session_id]
         return t
 
@@ -254,6 +261,8 @@ class LiveTable:
                 raise self.not_live(task_id, "register_session")
             sid = self._next_sid
             self._next_sid = sid + 1
+            if t.sessions is None:
+                t.sessions = []
             s = LiveSession(sid, t, len(t.sessions), now)
             t.sessions.append(s)
             self.sessions[sid] = s
@@ -282,6 +291,8 @@ class LiveTable:
                         f"phase {name!r}: task {task_id} is not live in this tracer")
                 task = t
                 span.local = -1
+            if task.open is None:
+                task.open = []
             task.open.append(span)
             span.task = task
             span.state = OPEN

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["RolloutWorkflow", "WorkflowLike", "is_workflow"]
+__all__ = ["RolloutWorkflow", "ValidatesData", "WorkflowLike", "is_workflow"]
 
 
 @runtime_checkable
@@ -66,6 +66,15 @@ class RolloutWorkflow(ABC):
         """
 
 
+@runtime_checkable
+class ValidatesData(Protocol):
+    """A workflow with the optional ``validate(data)`` hook (see
+    :meth:`RolloutWorkflow.validate`)."""
+
+    def validate(self, data: Any) -> None:
+        """Raise to refuse ``data`` at submit."""
+
+
 def is_workflow(obj: object) -> bool:
-    """Whether ``obj`` is a workflow instance (has a callable ``arun_episode``)."""
-    return not isinstance(obj, type) and callable(getattr(obj, "arun_episode", None))
+    """Whether ``obj`` is a workflow instance (has an ``arun_episode``)."""
+    return not isinstance(obj, type) and isinstance(obj, WorkflowLike)
