@@ -231,6 +231,14 @@ def print_rows(rows: Sequence[Row]) -> None:
     print(render_table(rows))
 
 
+def run_alone(rows: Callable[[Size], list[Row]], doc: str,
+              argv: Sequence[str] | None = None) -> int:
+    """``main()`` of a benchmark run alone: parse the size, print its rows as a table."""
+    size, _ = size_from_args(argv, doc)
+    print_rows(rows(size))
+    return 0
+
+
 def size_from_args(argv: Sequence[str] | None, doc: str,
                    add: Callable[[Any], None] | None = None) -> tuple[Size, Any]:
     """Parse ``--smoke`` / ``--quick`` / ``--full`` (default: quick for scripts run alone)."""

@@ -25,7 +25,7 @@ import gc
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -36,9 +36,8 @@ from _common import (
     check,
     cpu_seconds,
     pct,
-    print_rows,
+    run_alone,
     sim_process,
-    size_from_args,
     spread,
 )
 
@@ -247,10 +246,9 @@ async def _lag_pair(url: str, n: int, conc: int, rounds: int) -> dict[str, list[
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
-    size, _ = size_from_args(argv, __doc__ or "")
-    print_rows(rows(size))
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run alone and print the rows."""
+    return run_alone(rows, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

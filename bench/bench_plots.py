@@ -16,7 +16,7 @@ import io
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib
@@ -26,7 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from _common import Row, Size, check, print_rows, size_from_args, spread
+from _common import Row, Size, check, run_alone, spread
 
 from rollout_kit import analysis
 from rollout_kit.plotting import plot_timeline
@@ -128,10 +128,9 @@ def rows(size: Size = "quick") -> list[Row]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    size, _ = size_from_args(argv, __doc__ or "")
-    print_rows(rows(size))
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run alone and print the rows."""
+    return run_alone(rows, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

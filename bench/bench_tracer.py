@@ -17,12 +17,12 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from _common import Row, Size, check, print_rows, size_from_args, spread
+from _common import Row, Size, check, run_alone, spread
 
 from rollout_kit.tracing import Tracer, load_traces
 
@@ -208,10 +208,9 @@ def rows(size: Size = "quick") -> list[Row]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    size, _ = size_from_args(argv, __doc__ or "")
-    print_rows(rows(size))
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run alone and print the rows."""
+    return run_alone(rows, __doc__ or "", argv)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ BENCHES: dict[str, str] = {
     "sim": "bench_sim",                # row 7
     "ray": "bench_ray",                # row 8
     "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
+    "task_cost": "bench_task_cost",    # issue 20: a task's own cost without a network
 }
 
 

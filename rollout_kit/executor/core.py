@@ -8,7 +8,8 @@ allows (:class:`~rollout_kit.executor.dispatch.Dispatcher`); every task ending r
 dispatch.
 
 Lifecycle marks recorded in the tracer: ``submit`` (``register_task``), ``dispatch``
-(capacity granted), ``start``, ``end``; the result's owner marks ``consume``. Every
+(capacity granted), ``start``, ``end`` (``tracer.finalize``, right after the workflow and
+``should_accept_fn`` returned); the result's owner marks ``consume``. Every
 submitted task reaches exactly one terminal status (accepted, rejected, failed, cancelled),
 recorded with ``tracer.finalize`` before the sink sees the result.
 
@@ -155,8 +156,7 @@ class WorkflowExecutor:
             except Exception as exc:
                 status, reason, error, traj = "failed", "workflow_exception", exc, None
                 tb = traceback.format_exc()
-            tracer.mark(tid, "end")
-        self._finish(job, status, reason, error=error, tb=tb, trajectory=traj)
+        self._finish(job, status, reason, error=error, tb=tb, trajectory=traj)  # marks end
 
     def _on_handle_done(self, job: Job, _handle: asyncio.Task[None]) -> None:
         if job.task_id in self._queue.running:  # cancelled before its first step

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from .base import RolloutWorkflow, WorkflowLike, is_workflow
 from .multi_turn import MultiTurnWorkflow
-from .reward import call_reward
+from .reward import RewardMode, RewardRunner, call_reward
 from .single_turn import SingleTurnWorkflow, Tokenizer, build_trajectory
 
 __all__ = [
     "MultiTurnWorkflow",
+    "RewardMode",
+    "RewardRunner",
     "RolloutWorkflow",
     "SingleTurnWorkflow",
     "Tokenizer",

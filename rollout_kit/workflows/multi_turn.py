@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from ..config import GenerationConfig
 from ..errors import ConfigError
 from ..io import ModelRequest, new_rid
-from ..tracing import annotate, atrace_phase, trace_session
+from ..tracing import annotate, trace_phase, trace_session
 from .base import RolloutWorkflow
-from .reward import RewardFn, call_reward
+from .reward import RewardFn, RewardMode
 from .single_turn import SingleTurnWorkflow, Tokenizer, gather_all
 
 if TYPE_CHECKING:
@@ -38,13 +38,14 @@ class MultiTurnWorkflow(RolloutWorkflow):
         max_turns: at most this many generations per episode.
         turn_discount: reward multiplier per extra turn.
         feedback: the user turn appended after a wrong answer.
-        prompt_key, reward_timeout: as for :class:`SingleTurnWorkflow`.
+        prompt_key, reward_timeout, reward_mode: as for :class:`SingleTurnWorkflow`.
     """
 
     def __init__(self, reward_fn: RewardFn, gconfig: GenerationConfig | None = None,
                  tokenizer: Tokenizer | None = None, max_turns: int = 2,
                  turn_discount: float = 1.0, feedback: str = DEFAULT_FEEDBACK,
-                 prompt_key: str = "prompt", reward_timeout: float = 60.0) -> None:
+                 prompt_key: str = "prompt", reward_timeout: float = 60.0,
+                 reward_mode: RewardMode = "auto") -> None:
         if tokenizer is None:
             raise ConfigError("MultiTurnWorkflow needs a tokenizer (encode/decode)")
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
@@ -52,7 +53,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
         if not 0 < turn_discount <= 1:
             raise ConfigError(f"turn_discount must be in (0, 1], got {turn_discount!r}")
         self._single = SingleTurnWorkflow(reward_fn, gconfig, tokenizer, prompt_key,
-                                          reward_timeout)
+                                          reward_timeout, reward_mode)
         self.tokenizer: Tokenizer = tokenizer
         self.gconfig = self._single.gconfig
         self.max_turns = max_turns
@@ -77,7 +78,7 @@ class MultiTurnWorkflow(RolloutWorkflow):
         gconfig = self.gconfig.new(n_samples=1) if self.gconfig.n_samples != 1 else self.gconfig
         with trace_session():
             for turn in range(1, self.max_turns + 1):
-                async with atrace_phase("generate"):
+                with trace_phase("generate"):
                     resp = await engine.generate_async(
                         ModelRequest(rid=rid, input_ids=list(seq), gconfig=gconfig))
                 out = list(resp.output_tokens)
@@ -86,9 +87,8 @@ class MultiTurnWorkflow(RolloutWorkflow):
                 mask += [1] * len(out)
                 logp += list(resp.output_logprobs)
                 vers += list(resp.output_versions)
-                async with atrace_phase("reward"):
-                    reward = await call_reward(self._single.reward_fn, text, completion, ids,
-                                               out, data, timeout=self._single.reward_timeout)
+                with trace_phase("reward"):
+                    reward = await self._single.reward(text, completion, ids, out, data)
                 if reward > 0 or turn == self.max_turns:
                     break
                 seq += self.feedback_ids

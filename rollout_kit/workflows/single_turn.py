@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from ..config import GenerationConfig
 from ..errors import ConfigError
 from ..io import ModelRequest, ModelResponse, new_rid
-from ..tracing import atrace_phase, trace_session
+from ..tracing import trace_phase, trace_session
 from .base import RolloutWorkflow
-from .reward import RewardFn, call_reward
+from .reward import RewardFn, RewardMode, RewardRunner
 
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
@@ -73,8 +73,8 @@ def build_trajectory(prompt: str, samples: list[Sample]) -> dict[str, Any]:
         p, c = len(s.prompt_ids), len(s.completion_ids)
         traj["input_ids"].append(s.prompt_ids + s.completion_ids)
         traj["loss_mask"].append([0] * p + [1] * c)
-        traj["logprobs"].append([0.0] * p + list(s.logprobs))
-        traj["versions"].append([-1] * p + list(s.versions))
+        traj["logprobs"].append([0.0] * p + s.logprobs)
+        traj["versions"].append([-1] * p + s.versions)
         traj["rewards"].append(s.reward)
         traj["completions"].append(s.completion)
         traj["stop_reasons"].append(s.stop_reason)
@@ -86,18 +86,22 @@ class SingleTurnWorkflow(RolloutWorkflow):
 
     Args:
         reward_fn: ``reward_fn(prompt, completion, prompt_ids, completion_ids, **data)``,
-            sync (run in a thread) or async; data keys named like those four are not passed.
+            sync or async; data keys named like those four are not passed.
         gconfig: sampling settings; ``n_samples`` sessions run in parallel.
         tokenizer: encodes text prompts / decodes completions; without one a text prompt is
             sent as text (the server tokenizes) and the server's returned text is used.
         prompt_key: the data key holding the prompt text (``input_ids`` is used if present);
             a plain ``str`` data item is the prompt itself.
         reward_timeout: seconds allowed per reward call.
+        reward_mode: where a sync ``reward_fn`` runs: ``"auto"`` (in threads until it has
+            shown itself cheap, then on the loop), ``"thread"`` (always off the loop, for
+            slow or blocking rewards) or ``"inline"`` (always on the loop, no thread hop);
+            see :mod:`rollout_kit.workflows.reward`.
     """
 
     def __init__(self, reward_fn: RewardFn, gconfig: GenerationConfig | None = None,
                  tokenizer: Tokenizer | None = None, prompt_key: str = "prompt",
-                 reward_timeout: float = 60.0) -> None:
+                 reward_timeout: float = 60.0, reward_mode: RewardMode = "auto") -> None:
         if not callable(reward_fn):
             raise ConfigError(f"reward_fn must be callable, got {reward_fn!r}")
         self.reward_fn = reward_fn
@@ -105,6 +109,7 @@ class SingleTurnWorkflow(RolloutWorkflow):
         self.tokenizer = tokenizer
         self.prompt_key = prompt_key
         self.reward_timeout = reward_timeout
+        self.reward = RewardRunner(reward_fn, reward_mode, reward_timeout)
 
     def _shape_hint(self) -> str:
         return (f"a prompt str, or a mapping with a non-empty str {self.prompt_key!r} or "
@@ -169,9 +174,8 @@ class SingleTurnWorkflow(RolloutWorkflow):
                        ids: list[int]) -> ModelResponse:
         """One traced ``generate`` phase."""
         gconfig = self.gconfig.new(n_samples=1) if self.gconfig.n_samples != 1 else self.gconfig
-        req = ModelRequest(rid=rid, input_ids=list(ids),
-                           text=None if ids else text, gconfig=gconfig)
-        async with atrace_phase("generate"):
+        req = ModelRequest(rid=rid, input_ids=ids, text=None if ids else text, gconfig=gconfig)
+        with trace_phase("generate"):
             return await engine.generate_async(req)
 
     def completion_text(self, resp: ModelResponse) -> str:
@@ -186,14 +190,13 @@ class SingleTurnWorkflow(RolloutWorkflow):
         with trace_session():
             resp = await self.generate(engine, rid, text, ids)
             completion = self.completion_text(resp)
-            prompt_ids = list(resp.input_tokens) or list(ids)
+            prompt_ids = resp.input_tokens or ids  # the response's own lists: not copied
             prompt_text = text if text is not None else ""
-            async with atrace_phase("reward"):
-                reward = await call_reward(self.reward_fn, prompt_text, completion, prompt_ids,
-                                           list(resp.output_tokens), data,
-                                           timeout=self.reward_timeout)
-        return Sample(prompt_ids, list(resp.output_tokens), list(resp.output_logprobs),
-                      list(resp.output_versions), completion, reward, resp.stop_reason)
+            with trace_phase("reward"):
+                reward = await self.reward(prompt_text, completion, prompt_ids,
+                                           resp.output_tokens, data)
+        return Sample(prompt_ids, resp.output_tokens, resp.output_logprobs,
+                      resp.output_versions, completion, reward, resp.stop_reason)
 
     async def arun_episode(self, engine: InferenceEngine, data: Any) -> dict[str, Any] | None:
         """Generate ``n_samples`` completions in parallel and reward each."""

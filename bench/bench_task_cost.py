@@ -1,0 +1,192 @@
+"""A task's own cost without a network: the controller vs a hand-written asyncio pipeline.
+
+Both sides run the same work per task in one process, in the same run: an in-process engine
+whose ``generate_async`` returns a ready response (no HTTP, no sleep) and a trivial sync
+reward (``completion == answer``).
+
+* **rollout_kit**: ``RolloutController(engine)`` + ``SingleTurnWorkflow(reward)``
+  (``n_samples=1``, tracing on, traces kept in memory), tasks submitted from a script in
+  batches of 2,000 (a loop of ``submit``) and awaited with ``wait_async``;
+* **hand-written**: a coroutine per task that awaits the same stub generate and calls the
+  reward, ``asyncio.gather`` in batches of 2,000.
+
+Reported per size (10k and 100k; 1M with ``--full``): µs per task (wall clock; there is no
+I/O, so wall ≈ CPU), the ratio hand-written ÷ ours (higher is better for rollout_kit; the
+target ≤ 5× reads as ratio ≥ 0.2), RSS growth per finished task, and the flatness: µs per
+task at the largest size ÷ at the smallest (target ≤ 1.1).
+
+    .venv/bin/python bench/bench_task_cost.py [--smoke|--quick|--full]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from _common import Row, Size, check, run_alone, spread
+
+from rollout_kit.config import ExecutorConfig, GenerationConfig
+from rollout_kit.controller import RolloutController
+from rollout_kit.engines import InferenceEngine
+from rollout_kit.io import ModelRequest, ModelResponse
+from rollout_kit.workflows import RewardMode, SingleTurnWorkflow
+
+__all__ = ["rows"]
+
+BATCH = 2000
+RATIO_TARGET = 5.0  # ours ≤ 5× the hand-written pipeline's µs per task
+FLAT_TARGET = 1.1
+RSS_TARGET_B = 400
+REWARD_MODE: RewardMode = "auto"  # the default: cheap rewards move onto the loop
+OUT = [53]  # "5" in the byte tokenizer
+ITEM = {"prompt": "What is 2+3?", "answer": "5"}
+
+
+def reward(prompt: str, completion: str, *_: Any, answer: str = "", **__: Any) -> float:
+    """The trivial sync reward both sides call (AReaL's signature)."""
+    del prompt
+    return float(completion == answer)
+
+
+class InstantEngine(InferenceEngine):
+    """Generates locally at once: the response is built, nothing is awaited."""
+
+    name = "instant"
+
+    async def initialize_async(self) -> None:
+        return None
+
+    async def generate_async(self, req: ModelRequest) -> ModelResponse:
+        ids = req.input_ids or [1, 2, 3]
+        return ModelResponse(input_tokens=ids, output_tokens=list(OUT),
+                             output_logprobs=[-0.5], output_versions=[0],
+                             stop_reason="stop", text="5", latency=0.0, ttft=math.nan,
+                             server=self.name)
+
+    async def close_async(self) -> None:
+        return None
+
+    def get_version(self) -> int:
+        return 0
+
+    def set_version(self, version: int) -> None:
+        del version
+
+    async def pause_generation_async(self) -> None:
+        return None
+
+    async def continue_generation_async(self) -> None:
+        return None
+
+    async def health_async(self) -> dict[str, bool]:
+        return {self.name: True}
+
+    async def server_metrics_async(self) -> Any:
+        return None
+
+
+def _rss() -> int:
+    """Resident set size of this process in bytes (Linux ``/proc``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+async def _ours(n: int) -> tuple[float, float]:
+    """(µs per task, RSS bytes per finished task) for ``n`` tasks through the controller."""
+    engine = InstantEngine()
+    ctl = RolloutController(engine, executor_config=ExecutorConfig(
+        max_concurrent_rollouts=BATCH, queue_size=None))
+    wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=4), reward_mode=REWARD_MODE)
+    for _ in range(BATCH):  # warm-up (the reward's probe, first allocations)
+        ctl.submit(ITEM, wf)
+    await ctl.wait_async(BATCH)
+    gc.collect()
+    rss0, t0 = _rss(), time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(BATCH, n - done)
+        for _ in range(k):
+            ctl.submit(ITEM, wf)
+        res = await ctl.wait_async(k)
+        if not all(r.ok for r in res):
+            raise RuntimeError(f"task cost benchmark: a task ended {res[0].status}")
+        done += k
+    wall = time.perf_counter() - t0
+    grew = _rss() - rss0
+    if len(ctl.tracer) != n + BATCH:
+        raise RuntimeError("task cost benchmark: traces missing")
+    await ctl.close_async()
+    return wall / n * 1e6, grew / n
+
+
+async def _hand(n: int) -> float:
+    """µs per task for the hand-written pipeline."""
+    engine = InstantEngine()
+    gconfig = GenerationConfig(max_new_tokens=4)
+
+    async def one() -> float:
+        resp = await engine.generate_async(ModelRequest(text=ITEM["prompt"], gconfig=gconfig))
+        return reward(ITEM["prompt"], resp.text or "", resp.input_tokens, resp.output_tokens,
+                      answer=ITEM["answer"])
+
+    t0 = time.perf_counter()
+    done = 0
+    while done < n:
+        k = min(BATCH, n - done)
+        out = await asyncio.gather(*(one() for _ in range(k)))
+        if sum(out) != k:
+            raise RuntimeError("hand-written pipeline: wrong rewards")
+        done += k
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def rows(size: Size = "quick") -> list[Row]:
+    """µs per task at each size (ours and hand-written), RSS per task, flatness."""
+    sizes = {"smoke": [2000], "quick": [10_000, 100_000],
+             "full": [10_000, 100_000, 1_000_000]}[size]
+    rounds = 1 if size == "smoke" else 3
+    out: list[Row] = []
+    per: dict[int, float] = {}
+    for n in sizes:
+        r = max(1, rounds if n <= 100_000 else 1)
+        ours, hand, rss = [], [], []
+        for _ in range(r):  # interleaved
+            us, b = asyncio.run(_ours(n))
+            ours.append(us)
+            rss.append(b)
+            hand.append(asyncio.run(_hand(n)))
+        mo, mh = statistics.median(ours), statistics.median(hand)
+        per[n] = mo
+        tgt = n in (sizes[0], sizes[-1])
+        out.append(Row("task cost", f"µs per task, {n:,} tasks, in-process engine, trivial "
+                       "reward", mo, mh, "hand-written asyncio pipeline", mh / mo,
+                       f"ours ≤ {RATIO_TARGET:g}× (ratio ≥ {1 / RATIO_TARGET:.2f})" if tgt else "",
+                       check(mh / mo, ">=", 1 / RATIO_TARGET) if tgt else None,
+                       f"ours {spread(ours)}; hand {spread(hand)}",
+                       f"ours = {mo / mh:.1f}× the hand-written pipeline; median of {r}"))
+        mb = statistics.median(rss)
+        out.append(Row("task cost", f"RSS growth per finished task, {n:,} tasks (traces in "
+                       "memory)", mb, None, "", None, f"≤ {RSS_TARGET_B} B" if n == sizes[-1]
+                       else "", check(mb, "<=", RSS_TARGET_B) if n == sizes[-1] else None,
+                       spread(rss, "{:.0f}"), "bytes; /proc/self/statm before and after"))
+    if len(sizes) > 1:
+        lo, hi = per[sizes[0]], per[sizes[-1]]
+        out.append(Row("task cost", f"flatness: µs per task at {sizes[-1]:,} ÷ at "
+                       f"{sizes[0]:,}", hi / lo, None, "", None, f"≤ {FLAT_TARGET}",
+                       check(hi / lo, "<=", FLAT_TARGET), "", "medians of the rows above"))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run alone and print the rows."""
+    return run_alone(rows, __doc__ or "", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
