@@ -18,7 +18,7 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["size"] == "smoke"
@@ -26,7 +26,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     assert len(result["loadavg_after"]) == 3
     rows = result["rows"]
     benches = {r["bench"] for r in rows}
-    assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load"}
+    assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load",
+                       "task cost"}
     failed = [r for r in rows if r["metric"] == "benchmark failed"]
     assert not failed, failed
     for r in rows:

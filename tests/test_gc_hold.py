@@ -40,12 +40,15 @@ def test_hold_freezes_raises_the_young_threshold_and_restores() -> None:
 def test_holds_nest_and_interleave_the_last_release_restores() -> None:
     before = gc.get_threshold()
     a, b = GcHold(), GcHold()
-    frozen = gc.get_freeze_count()
-    a.release()
-    assert holders() == 1 and gc.get_threshold()[0] >= YOUNG_THRESHOLD
-    assert gc.get_freeze_count() == frozen  # still frozen while b holds
-    b.release()
-    assert gc.get_threshold() == before
+    try:
+        a.release()
+        assert holders() == 1 and gc.get_threshold()[0] >= YOUNG_THRESHOLD
+        # still frozen while b holds (the count only falls as frozen objects are freed)
+        assert gc.get_freeze_count() > 0
+    finally:
+        a.release()
+        b.release()
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 def test_a_higher_threshold_is_never_lowered() -> None:
@@ -63,9 +66,9 @@ def test_a_freeze_made_by_the_process_is_left_alone() -> None:
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        with GcHold():
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen  # not unfrozen by the hold's release
+        with GcHold():  # a second freeze would take in every object made since: more
+            assert 0 < gc.get_freeze_count() <= frozen
+        assert 0 < gc.get_freeze_count() <= frozen  # not unfrozen by the hold's release
     finally:
         gc.unfreeze()
 
