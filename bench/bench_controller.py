@@ -126,8 +126,10 @@ class Ctl:
         """``n`` tasks submitted at once, then waited for."""
         for i in range(n):
             self.ctl.submit(i, self.wf)
-        res = await self.ctl.wait_async(n)
-        self.done += n
+        self._check(await self.ctl.wait_async(n))
+
+    def _check(self, res: list[Any]) -> None:
+        self.done += len(res)
         # len(tracer) counts traced tasks without building DataFrames inside the timing
         if not all(r.ok for r in res) or len(self.ctl.tracer) != self.done:
             raise RuntimeError("controller benchmark: failed tasks or missing traces")
@@ -140,10 +142,7 @@ class CtlBatch(Ctl):
     name = "ctl_batch"
 
     async def run(self, n: int) -> None:
-        res = await self.ctl.rollout_batch_async(list(range(n)), self.wf)
-        self.done += n
-        if not all(r.ok for r in res) or len(self.ctl.tracer) != self.done:
-            raise RuntimeError("controller benchmark: failed tasks or missing traces")
+        self._check(await self.ctl.rollout_batch_async(list(range(n)), self.wf))
 
 
 async def throughput(url: str, n: int, conc: int, rounds: int) -> dict[str, list[float]]:

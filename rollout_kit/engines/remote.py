@@ -29,7 +29,7 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import EngineConfig, GenerationConfig
@@ -370,10 +370,8 @@ class RemoteInfEngine(InferenceEngine):
         try:
             if cfg.stream:
                 seg = await self._stream_once(server, payload, timeout)
-            else:
-                seg = self._parse(server, await self._http.request(
-                    server, "POST", self.backend.generate_endpoint, payload=payload,
-                    timeout=timeout, hint=self.backend.wrong_flavour_hint))
+            else:  # _send without its frame
+                seg = self._parse(server, await self._post(server, payload, timeout))
         except EngineError as exc:
             router.finished(server)
             if is_connect_failure(exc):
@@ -427,13 +425,18 @@ class RemoteInfEngine(InferenceEngine):
         except _PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, body) from None
 
+    def _post(self, server: str, payload: dict[str, Any],
+              timeout: float) -> Coroutine[Any, Any, bytes]:
+        """The generate request's coroutine (not awaited here: no frame of its own)."""
+        return self._http.request(server, "POST", self.backend.generate_endpoint,
+                                  payload=payload, timeout=timeout,
+                                  hint=self.backend.wrong_flavour_hint)
+
     async def _send(self, server: str, payload: dict[str, Any], timeout: float) -> Segment:
         """One attempt on ``server`` (streamed or not)."""
         if self.config.stream:
             return await self._stream_once(server, payload, timeout)
-        return self._parse(server, await self._http.request(
-            server, "POST", self.backend.generate_endpoint, payload=payload, timeout=timeout,
-            hint=self.backend.wrong_flavour_hint))
+        return self._parse(server, await self._post(server, payload, timeout))
 
     async def _stream_once(self, server: str, payload: dict[str, Any],
                            timeout: float) -> Segment:

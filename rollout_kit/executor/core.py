@@ -89,8 +89,6 @@ class WorkflowExecutor:
         self._counts = {"accepted": 0, "rejected": 0, "failed": 0, "cancelled": 0,
                         "submitted": 0}
         self._closed = False
-        self._draining = False
-        self._idle: asyncio.Event | None = None  # set when a task ends, while draining
 
     # -- submit ----------------------------------------------------------------------------
     def check_room(self) -> None:
@@ -109,16 +107,16 @@ class WorkflowExecutor:
         self.tracer.register_task(tid, worker=self.worker)
         self._counts["submitted"] += 1
         if self._closed:
-            self._finish(job, "cancelled", "closed")
+            self._closed_out(job)
             return
         loop = self.binding.loop  # bound (and checked) by the controller's submit
         self._queue.enqueue(job, loop if loop is not None else self.binding.bind())
 
     # -- run -------------------------------------------------------------------------------
     def _start(self, job: Job) -> None:
-        if self._closed and not self._draining:
+        if self._closed and not self._queue.draining:
             self._queue.running.pop(job.task_id, None)
-            self._finish(job, "cancelled", "closed")
+            self._closed_out(job)
             return
         self.tracer.mark(job.task_id, "dispatch")
         loop = self.binding.loop  # dispatch runs on the bound loop
@@ -175,8 +173,6 @@ class WorkflowExecutor:
         loop = self.binding.loop
         if loop is not None:
             self._queue.dispatch(loop)
-        if self._idle is not None:
-            self._idle.set()
 
     # -- control ---------------------------------------------------------------------------
     def pause(self) -> None:
@@ -217,6 +213,9 @@ class WorkflowExecutor:
     def _drop(self, job: Job) -> None:
         self._finish(job, "cancelled", "cancelled")
 
+    def _closed_out(self, job: Job) -> None:
+        self._finish(job, "cancelled", "closed")
+
     # -- state -----------------------------------------------------------------------------
     def capacity(self) -> int:
         """How many more tasks may start now (negative when over budget)."""
@@ -256,27 +255,7 @@ class WorkflowExecutor:
         self._closed = True
         if self.binding.loop is None:
             return
-        loop = self.binding.bind()
-        if drain:
-            self._draining = True
-            self._queue.paused = False
-            self._queue.dispatch(loop)
-            while self.has_tasks():
-                reason = self.stall_reason()
-                if reason is not None:
-                    raise ControllerStateError(f"close_async(drain=True) would wait forever: "
-                                               f"{reason}")
-                self._idle = asyncio.Event()
-                await self._idle.wait()
-            self._idle = None
-        else:
-            for job in self._queue.drain():
-                self._finish(job, "cancelled", "closed")
-        handles = [j.handle for j in self._queue.running.values() if j.handle is not None]
-        for h in handles:
-            h.cancel()
-        if handles:
-            await asyncio.gather(*handles, return_exceptions=True)
+        await self._queue.close_async(self.binding.bind(), drain=drain, drop=self._closed_out)
 
     def __repr__(self) -> str:
         s = self.stats()

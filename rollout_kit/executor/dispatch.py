@@ -48,8 +48,8 @@ class Dispatcher:
             task (``job.handle``) and later call :meth:`done`.
     """
 
-    __slots__ = ("_counted", "_start", "_turn", "_version", "accepted", "config", "paused",
-                 "pending", "running")
+    __slots__ = ("_counted", "_idle", "_start", "_turn", "_version", "accepted", "config",
+                 "draining", "paused", "pending", "running")
 
     def __init__(self, config: ExecutorConfig, *, version: Callable[[], int],
                  start: Callable[[Job], None]) -> None:
@@ -62,6 +62,8 @@ class Dispatcher:
         self.paused = False
         self._turn = 0  # jobs started in the current loop turn
         self._counted = False  # a reset of _turn is scheduled for the next turn
+        self.draining = False  # close_async(drain=True) runs: queued jobs still start
+        self._idle: asyncio.Event | None = None  # set when a job ends, while draining
 
     # -- queue -----------------------------------------------------------------------------
     def check_room(self) -> None:
@@ -144,6 +146,38 @@ class Dispatcher:
         self.running.pop(job.task_id, None)
         if accepted:
             self.accepted += 1
+        if self._idle is not None:
+            self._idle.set()
+
+    async def close_async(self, loop: asyncio.AbstractEventLoop, *, drain: bool,
+                          drop: Callable[[Job], None]) -> None:
+        """Stop for good: with ``drain`` run every queued and running job to its end
+        (``draining`` is set meanwhile), else hand each queued job to ``drop``; then cancel
+        the jobs still running and wait for them.
+
+        Raises:
+            ControllerStateError: ``drain`` would wait forever (see :meth:`stall_reason`).
+        """
+        if drain:
+            self.draining = True
+            self.paused = False
+            self.dispatch(loop)
+            while self.pending or self.running:
+                reason = self.stall_reason()
+                if reason is not None:
+                    raise ControllerStateError(f"close_async(drain=True) would wait forever: "
+                                               f"{reason}")
+                self._idle = asyncio.Event()
+                await self._idle.wait()
+            self._idle = None
+        else:
+            for job in self.drain():
+                drop(job)
+        handles = [j.handle for j in self.running.values() if j.handle is not None]
+        for h in handles:
+            h.cancel()
+        if handles:
+            await asyncio.gather(*handles, return_exceptions=True)
 
     def stall_reason(self) -> str | None:
         """Why nothing can progress without outside action, or ``None`` when it can."""

@@ -13,8 +13,9 @@ the lock, by this module and by the tracer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from time import perf_counter_ns
+from types import MappingProxyType
 from typing import Final
 
 from ..errors import ConfigError, DuplicateTaskIdError, TraceStateError, UnknownTaskIdError
@@ -40,6 +41,9 @@ OPEN: Final = 1
 ENDED: Final = 2
 CLOSED: Final = 3
 NOOP: Final = 4
+
+#: the attributes of a task or session that has none (read only: one object, not one per task)
+_NO_ATTRS: Mapping[str, AttrValue] = MappingProxyType({})
 
 
 class LiveSpan:
@@ -114,13 +118,13 @@ class LiveTask:
                 sp.state = CLOSED
                 sp.task = None
             self.open = None
-        sessions: list[SessionRow] = []
-        for s in self.sessions or ():
-            end = s.end if s.end is not None else (now if now is not None else MISSING)
-            sessions.append((s.session_id, status if s.status is None else s.status,
-                             s.start, end, s.attrs or {}))
-        store.commit(self.task_id, status, self.wcode, marks, reason, error, self.attrs or {},
-                     sessions, self.spans or [])
+        open_end = now if now is not None else MISSING
+        sessions: Sequence[SessionRow] = [
+            (s.session_id, status if s.status is None else s.status, s.start,
+             s.end if s.end is not None else open_end, s.attrs or _NO_ATTRS)
+            for s in self.sessions] if self.sessions else ()
+        store.commit(self.task_id, status, self.wcode, marks, reason, error,
+                     self.attrs or _NO_ATTRS, sessions, self.spans or ())
         if now is not None:  # finalized: break the task <-> session cycle (freed at once)
             self.sessions = None
 

@@ -27,7 +27,7 @@ Times in records are integer nanoseconds relative to the header's ``epoch_ns``.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -59,7 +59,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SCALARS = (str, int, float, bool, type(None))
 
 AttrValue = str | int | float | bool | None
-SessionRow = tuple[int, int, int, int, dict[str, AttrValue]]  # id, status, start, end, attrs
+SessionRow = tuple[int, int, int, int, Mapping[str, AttrValue]]  # id, status, start, end, attrs
 SpanRow = tuple[int, int, int, int, int]  # session index | -1, phase code, start, end, flags
 
 
@@ -246,8 +246,8 @@ class Store:
 
     def commit(self, task_id: int, status: int, worker: int, marks: list[int],
                reason: str | None, error: str | None, attrs: Mapping[str, AttrValue],
-               sessions: list[SessionRow], spans: list[SpanRow]) -> None:
-        """Append one finished task with its sessions and spans."""
+               sessions: Sequence[SessionRow], spans: Sequence[SpanRow]) -> None:
+        """Append one finished task with its sessions and spans (read, never kept)."""
         row = len(self.tasks) // T_STRIDE
         self.tasks.extend((task_id, status, worker, len(sessions), len(spans), *marks))
         if reason is not None:

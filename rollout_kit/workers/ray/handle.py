@@ -73,8 +73,6 @@ class RayWorkerHandle:
         self._seq = itertools.count()
         self._started: asyncio.Future[None] | None = None
         self._closed = False
-        self._draining = False
-        self._idle: asyncio.Event | None = None
 
     @property
     def name(self) -> str:
@@ -173,13 +171,13 @@ class RayWorkerHandle:
         self._marks[job.task_id] = {SUBMIT: perf_counter_ns()}
         self._counts["submitted"] += 1
         if self._closed:
-            self._finish(job, "cancelled", "closed")
+            self._closed_out(job)
             return
         self._queue.enqueue(job, self._binding.bind())
 
     def _start(self, job: Job) -> None:
-        if self._closed and not self._draining:
-            self._finish(job, "cancelled", "closed")
+        if self._closed and not self._queue.draining:
+            self._closed_out(job)
             return
         self._marks[job.task_id][DISPATCH] = perf_counter_ns()
         loop = self._binding.bind()
@@ -243,8 +241,6 @@ class RayWorkerHandle:
         self._sink(RolloutResult(task_id=tid, status=status, reason=reason, error=error,
                                  traceback=tb, trajectory=trajectory, worker=worker))
         self._redispatch()
-        if self._idle is not None:
-            self._idle.set()
 
     def _record(self, tid: int, worker: str, status: Status, reason: str | None,
                 error: BaseException | None, outcome: RemoteOutcome | None,
@@ -300,6 +296,9 @@ class RayWorkerHandle:
     def _drop(self, job: Job) -> None:
         self._finish(job, "cancelled", "cancelled")
 
+    def _closed_out(self, job: Job) -> None:
+        self._finish(job, "cancelled", "closed")
+
     # -- state -------------------------------------------------------------------------------
     def load(self) -> int:
         """Queued plus running tasks."""
@@ -322,36 +321,14 @@ class RayWorkerHandle:
         """Cancel (or, with ``drain``, finish) every task, then close the actor. Idempotent."""
         self._closed = True
         if self._binding.loop is not None:
-            loop = self._binding.bind()
-            if drain:
-                await self._drain(loop)
-            else:
-                for job in self._queue.drain():
-                    self._finish(job, "cancelled", "closed")
-            handles = [j.handle for j in self._queue.running.values() if j.handle is not None]
-            for h in handles:
-                h.cancel()
-            if handles:
-                await asyncio.gather(*handles, return_exceptions=True)
+            await self._queue.close_async(self._binding.bind(), drain=drain,
+                                          drop=self._closed_out)
         if self.alive and self._started is not None:
             try:
                 await asyncio.wait_for(self.actor.close.remote(), timeout=10)
             except Exception:
                 pass
         self.mark_dead()
-
-    async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._draining = True
-        self._queue.paused = False
-        self._queue.dispatch(loop)
-        while self._queue.pending or self._queue.running:
-            reason = self.stall_reason()
-            if reason is not None:
-                raise ControllerStateError(f"close_async(drain=True) would wait forever: "
-                                           f"{reason}")
-            self._idle = asyncio.Event()
-            await self._idle.wait()
-        self._idle = None
 
     def __repr__(self) -> str:
         return (f"RayWorkerHandle(name={self._name!r}, alive={self.alive}, pid={self.pid}, "
