@@ -2,7 +2,8 @@
 
 The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
 demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
-:mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`);
+:mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`),
+``replay`` (exact replay of a trajectory dump, over :mod:`rollout_kit.replay`);
 ``rollout-kit sim`` lives with the simulator (:mod:`rollout_kit.sim.cli`).
 
 :data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
@@ -99,6 +100,18 @@ def _load_run(args: argparse.Namespace) -> int:
     return load.run(args)
 
 
+def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import replay
+
+    replay.add_arguments(parser)
+
+
+def _replay_run(args: argparse.Namespace) -> int:
+    from . import replay
+
+    return replay.run(args)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     from . import serve
 
@@ -124,6 +137,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                         _serve_arguments, _serve_run),
     "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
                        _load_arguments, _load_run),
+    "replay": Subcommand("re-issue a trajectory dump's calls with their seeds and compare",
+                         _replay_arguments, _replay_run),
 }
 
 # bad input: exit 2 like an argparse usage error; anything else that went wrong: exit 1

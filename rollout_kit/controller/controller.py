@@ -34,7 +34,9 @@ from ..errors import ConfigError, ControllerStateError
 from ..executor import Job, Recipe
 from ..ids import TaskIdGenerator
 from ..io import RolloutResult
-from ..tracing import Tracer
+from ..replay import ReplayWorkflow, read_source, replay_frame, replay_tasks
+from ..replay.compare import missing_row
+from ..tracing import Tracer, TrajectoryDump
 from ..workers import LocalScheduler, Worker, WorkerPool, WorkerSpec
 from .batching import prepare_batch, rollout_batch
 from .results import ResultBook
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from ..config import EngineConfig, ExecutorConfig
     from ..engines import InferenceEngine
     from ..executor import AcceptFnSpec, WorkflowSpec
+    from ..replay import ReplaySource
 
 __all__ = ["RolloutController"]
 
@@ -70,6 +73,10 @@ class RolloutController:
         executor_config: capacity settings of each worker.
         tracer: the tracer to record into (default: a new one, writing ``trace_path``).
         trace_path: JSONL file for the default tracer.
+        dump: a trajectory dump (a directory, or a
+            :class:`~rollout_kit.tracing.TrajectoryDump`) for the default tracer: every
+            engine call is sent with a seed and recorded for exact replay
+            (:meth:`replay_async`); give a ``tracer`` its own ``dump=`` instead.
         scheduler: the worker pool: builds the workers and picks one per task (default
             ``LocalScheduler()``: in-process workers, round robin; ``RayScheduler``: Ray
             actors, built from ``sglang=``/``vllm=``).
@@ -79,7 +86,8 @@ class RolloutController:
             ``False`` leaves the collector as it is.
 
     Raises:
-        ConfigError: no engines at all, or two workers with the same name.
+        ConfigError: no engines at all, two workers with the same name, or both ``tracer``
+            and ``dump``.
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class RolloutController:
         executor_config: ExecutorConfig | None = None,
         tracer: Tracer | None = None,
         trace_path: str | os.PathLike[str] | None = None,
+        dump: TrajectoryDump | str | os.PathLike[str] | None = None,
         scheduler: WorkerPool | None = None,
         tune_gc: bool = True,
     ) -> None:
@@ -105,7 +114,10 @@ class RolloutController:
         else:
             given = list(engines)
         self.scheduler: WorkerPool = scheduler or LocalScheduler()
-        self.tracer = tracer if tracer is not None else Tracer(path=trace_path)
+        if tracer is not None and dump is not None:
+            raise ConfigError("dump= configures the controller's own tracer: pass it to the "
+                              "Tracer you give (Tracer(dump=...))")
+        self.tracer = tracer if tracer is not None else Tracer(path=trace_path, dump=dump)
         self.ids = TaskIdGenerator()
         self.binding = LoopBinding()
         self.results = ResultBook(self.tracer, self.ids)
@@ -512,6 +524,39 @@ class RolloutController:
                      paused=all(bool(s["paused"]) for s in per.values()),
                      closed=self._closed, next_task_id=self.ids.peek, workers=per)
         return total
+
+    # -- replay ------------------------------------------------------------------------
+    async def replay_async(self, source: ReplaySource, *, task_ids: Sequence[int] | None = None,
+                           check_determinism: bool = True, timeout: float | None = None,
+                           ) -> pd.DataFrame:
+        """Re-issue recorded calls as traced tasks of this controller and compare them.
+
+        One task per recorded task (new ids from this controller's counter, in the
+        ``replay_task_id`` column), run on its workers' engines; the frame is
+        :func:`rollout_kit.replay.replay_async`'s, indexed by the recorded
+        ``(task_id, session_id, call)``. A replay task that fails leaves ``failed`` rows.
+        """
+        self._check_open("replay()")
+        tasks, rows = replay_tasks(read_source(source), task_ids)
+        results = await self.rollout_batch_async(
+            tasks, ReplayWorkflow(check_determinism=check_determinism), timeout=timeout)
+        for task, result in zip(tasks, results, strict=True):
+            if result.ok:
+                for key, row in result.trajectory:
+                    rows.append((key, {**row, "replay_task_id": result.task_id}))
+                continue
+            why = f"replay task {result.task_id} {result.status}: {result.reason}"
+            for key, call in task.calls:
+                row = missing_row(why, call)
+                rows.append((key, {**row, "status": "failed", "replay_task_id": result.task_id}))
+        return replay_frame(rows)
+
+    def replay(self, source: ReplaySource, *, task_ids: Sequence[int] | None = None,
+               check_determinism: bool = True, timeout: float | None = None) -> pd.DataFrame:
+        """Blocking twin of :meth:`replay_async`."""
+        return self.binding.blocking(self.replay_async(
+            source, task_ids=task_ids, check_determinism=check_determinism, timeout=timeout),
+            "replay()")
 
     # -- traces ------------------------------------------------------------------------
     def traces(self) -> pd.DataFrame:

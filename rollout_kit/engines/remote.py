@@ -41,7 +41,8 @@ from ..errors import (
     truncate,
 )
 from ..io import ModelRequest, ModelResponse, StopReason
-from ..tracing import annotate, increment
+from ..tracing import annotate, dump_call, increment
+from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from .backend import Backend, ControlRequest, Segment
 from .base import InferenceEngine
 from .health import ServerHealth
@@ -291,6 +292,14 @@ class RemoteInfEngine(InferenceEngine):
         if g.n_samples != 1:
             raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
                               "send one request per sample")
+        dumping = dump_call()
+        seed_source: SeedSource | None = None
+        segments: list[SegmentRecord] | None = None
+        if dumping is not None:  # recorded for replay: every call is sent with a seed
+            seed_source = "user" if g.seed is not None else "derived"
+            if g.seed is None:
+                g = g.new(seed=dumping[0].seed_for(dumping[1]))
+            segments = []
         prompt = list(req.input_ids)
         budget = output_budget(g, len(prompt)) if prompt else g.max_new_tokens
         key = route_key(req.rid, req.metadata)
@@ -303,12 +312,14 @@ class RemoteInfEngine(InferenceEngine):
             while True:
                 text = None if prompt else (req.text or "") + out.text
                 ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
-                seg, server = await self._segment(
-                    key, ids, text,
-                    g, budget - len(out.tokens), server, state)
+                room = budget - len(out.tokens)
+                seg, server = await self._segment(key, ids, text, g, room, server, state)
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
                     budget = output_budget(g, len(prompt))
+                if segments is not None:
+                    segments.append(SegmentRecord(len(out.tokens), room, len(seg.tokens),
+                                                  seg.finish, server, self._version))
                 out.add(seg, seg.versions or [self._version] * len(seg.tokens))
                 stop: StopReason | None = seg.finish
                 if stop != "abort":
@@ -326,8 +337,30 @@ class RemoteInfEngine(InferenceEngine):
         except EngineError as exc:
             annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
             increment(retries=state.retries, continuations=n_cont)
+            if dumping is not None and segments is not None:
+                self._dump(dumping, req, g, seed_source, prompt, out, None, exc.server or server,
+                           t0, math.nan, segments, error=truncate(str(exc)))
             raise
-        return self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
+        resp = self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
+        if dumping is not None and segments is not None:
+            self._dump(dumping, req, g, seed_source, prompt, out, resp.stop_reason, server, t0,
+                       resp.latency, segments)
+        return resp
+
+    def _dump(self, dumping: tuple[TrajectoryDump, Coordinate], req: ModelRequest,
+              g: GenerationConfig, seed_source: SeedSource | None, prompt: list[int],
+              out: Output, stop: StopReason | None, server: str | None, t0: int,
+              latency: float, segments: list[SegmentRecord], error: str | None = None) -> None:
+        """Write one call's replay coordinate into the trajectory dump."""
+        dump, where = dumping
+        ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
+        dump.record(where, rid=req.rid, engine=self.name, flavour=self.backend.flavour,
+                    model=self._model, gconfig=g, seed_source=seed_source, prompt_ids=prompt,
+                    prompt_text=req.text, output_ids=out.tokens, logprobs=out.logprobs,
+                    versions=out.versions, output_text=out.text if out.has_text else None,
+                    stop_reason=stop, server=server,
+                    start_wall=time.time() - (time.perf_counter_ns() - t0) / 1e9,
+                    latency_s=latency, ttft_s=ttft, segments=segments, error=error)
 
     def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
                   t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:

@@ -75,6 +75,8 @@ class SimConfig:
             (right for about ``accuracy`` of the prompts). Other prompts get seeded filler.
             See ``rollout_kit.sim.answers``.
         mean_output_tokens: mean length (EOS included) of random completions.
+        honor_seed: ``False`` makes the server ignore the ``seed`` sampling parameter (a
+            seeded sample then varies like an unseeded one): a server that cannot reproduce.
         default_max_tokens: vLLM's ``max_tokens`` default (16).
         default_max_new_tokens: SGLang's ``max_new_tokens`` default (128).
         max_logprobs: vLLM's ``--max-logprobs``.
@@ -111,6 +113,7 @@ class SimConfig:
     answer_fn: Callable[[str], str] | None = None
     accuracy: float = 0.7
     mean_output_tokens: int = 64
+    honor_seed: bool = True
     default_max_tokens: int = 16
     default_max_new_tokens: int = 128
     max_logprobs: int = 20

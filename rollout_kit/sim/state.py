@@ -15,6 +15,7 @@ new requests; ``resume`` continues them). SGLang's ``retract``/``in_place`` map 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 from bisect import bisect_right
 from collections import deque
@@ -159,8 +160,10 @@ class SimEngine:
                      index: int, sample_index: int, client_rid: str | None,
                      prompt_text: str | None = None) -> SimSequence:
         """A sequence with its output plan decided (not yet admitted)."""
-        seq = SimSequence(rid, prompt_ids, spec, self.loop.time(), index, prompt_text)
         cfg = self.config
+        if spec.seed is not None and not cfg.honor_seed:
+            spec = dataclasses.replace(spec, seed=None)
+        seq = SimSequence(rid, prompt_ids, spec, self.loop.time(), index, prompt_text)
         self.draws += 1
         key = sequence_key(cfg.seed, prompt_ids, spec, sample_index, client_rid,
                            draw=hash((self.draws, self.replica)))

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from . import codes, schema
 from .context import current_session_id, current_task_id
+from .dumps import TrajectoryDump, load_dump, read_areal_dump
 from .frames import Traces
-from .helpers import annotate, atrace_phase, increment, trace_phase, trace_session
+from .helpers import annotate, atrace_phase, dump_call, increment, trace_phase, trace_session
 from .persist import TornTraceWarning, load_traces
 from .phases import phase_color, register_phase, registered_phases
 from .remote import reanchor
@@ -28,15 +29,19 @@ __all__ = [
     "TornTraceWarning",
     "Tracer",
     "Traces",
+    "TrajectoryDump",
     "annotate",
     "atrace_phase",
     "codes",
     "current_session_id",
     "current_task_id",
     "current_tracer",
+    "dump_call",
     "increment",
+    "load_dump",
     "load_traces",
     "phase_color",
+    "read_areal_dump",
     "reanchor",
     "register_phase",
     "registered_phases",

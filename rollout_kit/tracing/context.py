@@ -14,19 +14,24 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Protocol
 
+from .dumps import TrajectoryDump
 from .live import LiveTable
 
 __all__ = ["SESSION", "TASK", "TRACER", "Recorder", "current_session_id", "current_task_id"]
 
 
 class Recorder(Protocol):
-    """What a scope needs of a tracer: whether it records, and its live table."""
+    """What a scope (and an engine call) needs of a tracer: whether it records, its live
+    table, and its trajectory dump if it has one."""
 
     @property
     def enabled(self) -> bool: ...
 
     @property
     def live(self) -> LiveTable: ...
+
+    @property
+    def dump(self) -> TrajectoryDump | None: ...
 
 
 TRACER: ContextVar[Recorder | None] = ContextVar("rollout_kit_tracer", default=None)

@@ -16,12 +16,14 @@ needed), so workflow code can be instrumented unconditionally::
 from __future__ import annotations
 
 from . import context as ctx
+from .dumps import Coordinate, TrajectoryDump
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope
 from .store import AttrValue
 from .tracer import current_tracer
 
-__all__ = ["annotate", "atrace_phase", "increment", "trace_phase", "trace_session"]
+__all__ = ["annotate", "atrace_phase", "dump_call", "increment", "trace_phase",
+           "trace_session"]
 
 
 def trace_phase(name: str) -> PhaseScope:
@@ -57,3 +59,22 @@ def increment(**counts: int | float) -> None:
     sid = ctx.SESSION.get()
     if tr is not None and sid is not None:
         tr.increment(sid, **counts)
+
+
+def dump_call() -> tuple[TrajectoryDump, Coordinate] | None:
+    """The current tracer's trajectory dump and the replay coordinate of one more engine
+    call (counted now), or ``None`` — no tracer, no dump, or no live task; without a dump
+    it costs one ``ContextVar`` read and an attribute check."""
+    tr = ctx.TRACER.get()
+    if tr is None:
+        return None
+    dump = tr.dump
+    task = ctx.TASK.get()
+    if dump is None or task is None:
+        return None
+    sid = ctx.SESSION.get()
+    counted = tr.live.next_call(task, sid)
+    if counted is None:
+        return None
+    sample, call = counted
+    return dump, Coordinate(task, sid if sample >= 0 else None, sample, call)

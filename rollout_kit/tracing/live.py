@@ -81,7 +81,8 @@ class LiveSpan:
 class LiveTask:
     """A registered, not yet finalized task: marks, attributes, sessions, spans."""
 
-    __slots__ = ("attrs", "lock", "marks", "open", "sessions", "spans", "task_id", "wcode")
+    __slots__ = ("attrs", "calls", "lock", "marks", "open", "sessions", "spans", "task_id",
+                 "wcode")
 
     def __init__(self, task_id: int, lock: threading.Lock, now: int, wcode: int) -> None:
         self.task_id = task_id
@@ -94,6 +95,7 @@ class LiveTask:
         self.sessions: list[LiveSession] | None = None
         self.spans: list[SpanRow] | None = None
         self.open: list[LiveSpan] | None = None
+        self.calls = 0  # engine calls outside any session, counted for a trajectory dump
 
     def add_span(self, row: SpanRow) -> None:
         """Keep a closed span's row (caller holds ``lock``)."""
@@ -132,7 +134,7 @@ class LiveTask:
 class LiveSession:
     """A session of a live task; ``local`` is its index within the task."""
 
-    __slots__ = ("attrs", "end", "local", "session_id", "start", "status", "task")
+    __slots__ = ("attrs", "calls", "end", "local", "session_id", "start", "status", "task")
 
     def __init__(self, session_id: int, task: LiveTask, local: int, start: int) -> None:
         self.session_id = session_id
@@ -142,6 +144,7 @@ class LiveSession:
         self.end: int | None = None
         self.status: int | None = None
         self.attrs: dict[str, AttrValue] | None = None
+        self.calls = 0  # engine calls counted for a trajectory dump (replay coordinates)
 
     def finish(self, end: int, status: int | None) -> None:
         """End the session unless already ended; set ``status`` unless it has one."""
@@ -271,6 +274,23 @@ class LiveTable:
             t.sessions.append(s)
             self.sessions[sid] = s
         return s
+
+    def next_call(self, task_id: int, session_id: int | None) -> tuple[int, int] | None:
+        """Count one engine call of a live task: ``(sample, call)``, the session's index
+        within the task (-1 outside a session) and the call's index within it; ``None``
+        when the task is not live."""
+        with self.lock:
+            s = self.sessions.get(session_id) if session_id is not None else None
+            if s is not None:
+                n = s.calls
+                s.calls = n + 1
+                return s.local, n
+            t = self.tasks.get(task_id)
+            if t is None:
+                return None
+            n = t.calls
+            t.calls = n + 1
+            return -1, n
 
     def open_span(self, span: LiveSpan, name: str, session_id: int | None,
                   task_id: int | None) -> None:

@@ -49,6 +49,7 @@ from ..ids import validate_task_id
 from . import context as ctx
 from . import schema as S
 from .codes import EVENT_CODES, PENDING, STATUS_CODES
+from .dumps import TrajectoryDump
 from .frames import Traces, build_traces
 from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from .persist import append_records
@@ -81,6 +82,9 @@ class Tracer:
         worker: name of this process/worker, stored with every task (``worker`` column).
         enabled: when false every call is a cheap no-op (``register_session`` still returns
             distinct ids).
+        dump: a :class:`~rollout_kit.tracing.dumps.TrajectoryDump` (or its directory):
+            every engine call inside a traced task writes its replay coordinate there;
+            flushed with the traces.
 
     Attributes:
         epoch_ns: ``perf_counter_ns()`` at creation / last reset; frame times are seconds
@@ -90,7 +94,8 @@ class Tracer:
 
     def __init__(self, *, path: str | os.PathLike[str] | None = None,
                  flush_threshold: int = 1024, worker: str | None = None,
-                 enabled: bool = True) -> None:
+                 enabled: bool = True,
+                 dump: TrajectoryDump | str | os.PathLike[str] | None = None) -> None:
         if isinstance(flush_threshold, bool) or not isinstance(flush_threshold, int) \
                 or flush_threshold < 1:
             raise ConfigError(f"flush_threshold must be an int >= 1, got {flush_threshold!r}")
@@ -100,6 +105,8 @@ class Tracer:
         self.flush_threshold = flush_threshold
         self.worker = worker
         self.enabled = bool(enabled)
+        self.dump = dump if isinstance(dump, TrajectoryDump | None) else TrajectoryDump(
+            dump, worker=worker)
         self.live = LiveTable()
         self._io_lock = threading.Lock()
         self._start_epoch()
@@ -395,7 +402,10 @@ class Tracer:
         return (len(self._store) - self._cursor[0]) + (self._store.n_marks - self._cursor[3])
 
     def flush(self) -> None:
-        """Append every record not yet written to ``path`` (no-op without a path)."""
+        """Append every record not yet written to ``path`` (no-op without a path), and the
+        trajectory dump's pending records."""
+        if self.dump is not None:
+            self.dump.flush()
         if self.path is None:
             return
         with self._io_lock:

@@ -19,8 +19,10 @@ from tests.realserver.engine_checks import (
     Flavour,
     RealServer,
     check_abort_continue,
+    check_continuation_replay,
     check_controller_single_turn,
     check_error_shapes,
+    check_seeded_replay,
     check_streaming,
     check_text_prompt,
     check_token_ids_and_logprobs,
@@ -93,3 +95,12 @@ async def test_update_weights_from_disk_bumps_the_version(real: RealServer) -> N
     model = _model_dir()
     assert model is not None
     await check_weight_update(real, str(model))
+
+
+async def test_seeded_sampling_replays_token_identical(real: RealServer, tmp_path: Path) -> None:
+    await check_seeded_replay(real, str(tmp_path))
+
+
+async def test_continued_generation_replays_token_identical(real: RealServer,
+                                                            tmp_path: Path) -> None:
+    await check_continuation_replay(real, str(tmp_path))

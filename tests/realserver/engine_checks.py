@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pandas as pd
 import pytest
 
 from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
@@ -25,7 +26,8 @@ from rollout_kit.controller import RolloutController
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.errors import EngineBadRequestError
 from rollout_kit.io import ModelRequest, ModelResponse
-from rollout_kit.tracing import Tracer
+from rollout_kit.replay import replay_async
+from rollout_kit.tracing import Tracer, load_dump
 from rollout_kit.workflows import SingleTurnWorkflow
 
 __all__ = [
@@ -33,8 +35,10 @@ __all__ = [
     "Flavour",
     "RealServer",
     "check_abort_continue",
+    "check_continuation_replay",
     "check_controller_single_turn",
     "check_error_shapes",
+    "check_seeded_replay",
     "check_streaming",
     "check_text_prompt",
     "check_token_ids_and_logprobs",
@@ -334,3 +338,71 @@ async def check_controller_single_turn(server: RealServer, *, n_samples: int = 2
         assert sessions["ttft_s"].notna().all() and (sessions["ttft_s"] > 0).all()
     return sessions
 
+
+
+async def check_seeded_replay(server: RealServer, dump_dir: str, *, n_samples: int = 3,
+                              n_tokens: int = 24) -> pd.DataFrame:
+    """Seeded sampling at temperature 1, recorded in a trajectory dump, replays token-identical.
+
+    A random-weight model samples nearly uniformly, so an unseeded replay would differ at
+    almost every position: identical outputs show the seeds did the work. The same dump with
+    one seed changed diverges, and the frame says the server repeats itself for that seed
+    (it honours seeds) but not the recorded output.
+    """
+    wf = SingleTurnWorkflow(lambda *a, **k: 0.0, GenerationConfig(
+        n_samples=n_samples, max_new_tokens=n_tokens, ignore_eos=True, temperature=1.0))
+    kwargs: dict[str, Any] = {server.flavour: [server.address]}
+    cfg = EngineConfig(retry=_RETRY, timeouts=_TIMEOUTS)
+    async with RolloutController(engine_config=cfg, dump=dump_dir, **kwargs) as ctl:
+        results = await ctl.rollout_batch_async(
+            [{"input_ids": server.ids(5)}, {"prompt": server.text}], wf, timeout=120)
+        assert [r.status for r in results] == ["accepted", "accepted"]
+    recorded = load_dump(dump_dir)
+    assert len(recorded) == 2 * n_samples
+    assert (recorded["seed_source"] == "derived").all()
+    assert recorded["seed"].nunique() == 2 * n_samples
+    outputs = [tuple(o) for o in recorded["output_ids"]]
+    assert len(set(outputs)) == len(outputs), "samples with distinct seeds came out equal"
+
+    async with _engine(server) as engine:
+        frame = await replay_async(dump_dir, engine=engine)
+        assert (frame["status"] == "identical").all(), frame[["status", "first_divergence",
+                                                               "reason"]]
+        assert (frame["logprob_max_abs_delta"] < 1e-3).all(), frame["logprob_max_abs_delta"]
+        assert (frame["tokens_now"] == n_tokens).all()
+        changed = recorded.copy()
+        first = changed.index[0]
+        changed.at[first, "sampling"] = {**changed.at[first, "sampling"],
+                                         "seed": int(changed.at[first, "seed"]) + 1}
+        other = await replay_async(changed, engine=engine, task_ids=[int(first[0])])
+    row = other.loc[first]
+    assert row["status"] == "diverged" and row["first_divergence"] < n_tokens
+    assert "repeats its own output" in row["reason"], row["reason"]
+    return frame
+
+
+async def check_continuation_replay(server: RealServer, dump_dir: str) -> pd.DataFrame:
+    """A generation aborted by a server pause and continued, recorded, replays identical.
+
+    The abort → continue check runs inside a traced task with a trajectory dump: the
+    continued call is recorded as one request per server response (the budget each was
+    sent with, the output before it, the version it ran under), and re-sending those
+    requests with the recorded seed gives the same tokens.
+    """
+    tracer = Tracer(dump=dump_dir)
+    tracer.register_task(0)
+    with tracer.task_scope(0):
+        await check_abort_continue(server)
+    tracer.finalize(0, "accepted")
+    tracer.flush()
+    recorded = load_dump(dump_dir)
+    continued = recorded[recorded["n_segments"] > 1]
+    assert len(continued) >= 1, recorded[["n_segments", "stop_reason"]]
+    row = continued.iloc[-1]
+    assert [s["stop_reason"] for s in row["segments"]][-1] == "length"
+    assert {s["version"] for s in row["segments"]} == {0, 1}
+    async with _engine(server) as engine:
+        frame = await replay_async(continued, engine=engine)
+    assert (frame["status"] == "identical").all(), frame[["status", "first_divergence",
+                                                           "reason"]]
+    return frame

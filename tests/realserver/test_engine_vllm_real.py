@@ -9,14 +9,18 @@ by the whole session: every check leaves it resumed.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rollout_kit.testing import VLLMCPUServer
 from tests.realserver.engine_checks import (
     RealServer,
     check_abort_continue,
+    check_continuation_replay,
     check_controller_single_turn,
     check_error_shapes,
+    check_seeded_replay,
     check_streaming,
     check_text_prompt,
     check_token_ids_and_logprobs,
@@ -63,3 +67,12 @@ async def test_tracer_sessions_frame(real: RealServer, stream: bool) -> None:
 
 async def test_controller_single_turn_workflow(real: RealServer) -> None:
     await check_controller_single_turn(real, stream=True)
+
+
+async def test_seeded_sampling_replays_token_identical(real: RealServer, tmp_path: Path) -> None:
+    await check_seeded_replay(real, str(tmp_path))
+
+
+async def test_continued_generation_replays_token_identical(real: RealServer,
+                                                            tmp_path: Path) -> None:
+    await check_continuation_replay(real, str(tmp_path))

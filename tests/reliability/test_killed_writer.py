@@ -1,10 +1,12 @@
 """Scenario 7: a process running the controller is SIGKILLed while it writes traces.
 
-The child runs batches against an in-process simulator, its tracer flushing every 16 records,
-and prints the ids of each batch once ``flush()`` returned. The parent kills it mid-batch:
+The child runs batches against an in-process simulator, its tracer flushing every 16 records
+and writing a trajectory dump beside the trace, and prints the ids of each batch once
+``flush()`` returned. The parent kills it mid-batch:
 every id printed before the kill loads back from the file, with its terminal status. A line
 torn by a kill mid-``write`` is skipped with a ``TornTraceWarning`` (checked on the killed
-file with its last line cut in half, which is what such a kill leaves behind).
+file with its last line cut in half, which is what such a kill leaves behind). Every printed
+id's calls load back from the dump too, each with its seed and output tokens.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from rollout_kit.io import RolloutResult
-from rollout_kit.tracing import TornTraceWarning, load_traces
+from rollout_kit.tracing import TornTraceWarning, load_dump, load_traces
 
 from .conftest import check_ledger, record
 
@@ -32,14 +34,15 @@ CHILD = textwrap.dedent("""
     from rollout_kit import RolloutController
     from rollout_kit.config import GenerationConfig
     from rollout_kit.sim import ByteTokenizer, serve
-    from rollout_kit.tracing import Tracer
+    from rollout_kit.tracing import Tracer, TrajectoryDump
     from rollout_kit.workflows import SingleTurnWorkflow
 
-    async def main(path):
+    async def main(path, dump):
         wf = SingleTurnWorkflow(lambda *a: 1.0, GenerationConfig(max_new_tokens=8),
                                 tokenizer=ByteTokenizer())
         async with serve("sglang", 1, time_scale=0.05) as cluster:
-            tracer = Tracer(path=path, flush_threshold=16)
+            tracer = Tracer(path=path, flush_threshold=16,
+                            dump=TrajectoryDump(dump, flush_threshold=16))
             async with RolloutController(sglang=cluster.addresses, tracer=tracer) as ctl:
                 while True:
                     res = await ctl.rollout_batch_async(
@@ -47,14 +50,16 @@ CHILD = textwrap.dedent("""
                     tracer.flush()
                     print(" ".join(f"{r.task_id}:{r.status}" for r in res), flush=True)
 
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
 """)
 
 
 def test_sigkill_while_writing_traces(tmp_path: Path) -> None:
     path = tmp_path / "traces.jsonl"
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE,
+    dump_dir = tmp_path / "dump"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(dump_dir)],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=os.getcwd())
     flushed: dict[int, str] = {}
     try:
@@ -82,6 +87,12 @@ def test_sigkill_while_writing_traces(tmp_path: Path) -> None:
     ledger = check_ledger(sorted(flushed), results, tasks.loc[sorted(flushed)])
     # tasks finished after the last print may be there too; never a task twice
     assert tasks.index.is_unique
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornTraceWarning)  # a kill mid-write may tear it
+        calls = load_dump(dump_dir)
+    dumped = set(calls.index.get_level_values("task_id"))
+    assert not set(flushed) - dumped, sorted(set(flushed) - dumped)[:10]
+    assert calls["seed"].notna().all() and (calls["completion_tokens"] > 0).all()
 
     # a kill in the middle of a write leaves a torn last line: it is skipped, with a warning
     raw = path.read_bytes()
