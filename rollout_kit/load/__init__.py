@@ -10,6 +10,16 @@ counter, traced), paced on absolute deadlines, measured from the stream
     run.metrics(goodput="ttft:200 tpot:50")
     df = await sweep_async(ctl, reqs, rates=[5, 10, 20, 40], spec_template=LoadSpec(...))
 
+A recorded run replays as load (:func:`from_traces`; AReaL's session trace:
+:func:`read_areal_sessions`): each task at its recorded arrival offset (times
+``time_scale``), with as many samples as it had sessions, each asking for its recorded
+completion length, on the same prompts (``dump=``, the trajectory dump) or seeded prompts of
+the same lengths — yesterday's rollout against today's server settings::
+
+    reqs = from_traces(ctl.tracer.frames(), prompts="lengths", time_scale=0.5)
+    run = await run_load_async(ctl2, reqs, LoadSpec(arrivals=Arrivals.schedule(
+        r.timestamp for r in reqs)))
+
 Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
 :mod:`.spec` (what load to offer), :mod:`.runner` (sending and recording), :mod:`.results`
 (a run's per-request frame, rates and window), :mod:`.metrics` (definitions), :mod:`.sweep`
@@ -22,7 +32,10 @@ from .arrivals import Arrivals
 from .datasets import (
     DATASET_NAMES,
     LoadRequest,
+    SkippedTasksWarning,
+    from_traces,
     load_dataset,
+    read_areal_sessions,
     read_jsonl,
     read_mooncake,
     read_sharegpt,
@@ -46,6 +59,7 @@ __all__ = [
     "Arrivals",
     "compute_metrics",
     "DATASET_NAMES",
+    "from_traces",
     "GenerateRequest",
     "load_dataset",
     "LoadRequest",
@@ -53,6 +67,7 @@ __all__ = [
     "LoadSpec",
     "Measured",
     "parse_goodput",
+    "read_areal_sessions",
     "read_jsonl",
     "read_mooncake",
     "read_sharegpt",
@@ -60,6 +75,7 @@ __all__ = [
     "run_load_async",
     "Saturation",
     "shared_prefix",
+    "SkippedTasksWarning",
     "sweep",
     "sweep_async",
     "synthetic",

@@ -1,9 +1,10 @@
-"""Workflows of a load run: one plain generate request per task, or any workflow, measured.
+"""Workflows of a load run: plain generate requests per task, or any workflow, measured.
 
 * :class:`GenerateRequest` turns one :class:`~rollout_kit.load.datasets.LoadRequest` (any
-  object with ``prompt`` / ``prompt_ids``, ``output_len`` and ``ignore_eos``) into one traced
-  ``generate_async`` call (``max_new_tokens = output_len``) and returns the response's timings
-  as the trajectory.
+  object with ``prompt`` / ``prompt_ids``, ``output_len``, ``ignore_eos``, ``samples`` and
+  ``output_lens``) into ``samples`` traced ``generate_async`` calls, sent concurrently in one
+  task, one session each (``max_new_tokens = output_len``, or sample ``i``'s
+  ``output_lens[i]``), and returns the responses' timings as the trajectory.
 * :class:`Measured` wraps the workflow of a run (``GenerateRequest`` or a full workflow such
   as ``SingleTurnWorkflow`` with generate + reward) and hands it an engine that records every
   ``generate_async`` call of the task: when the first one was sent, its first token, the last
@@ -11,9 +12,10 @@
   by the row index the task was given. Records stay in this process: the runner needs
   in-process workers (the default ``LocalScheduler``).
 
-For a task with several generate calls (``n_samples > 1``, multi-turn): ``sent`` is the first
-call's start, TTFT the earliest first token of any call, E2EL the last call's end (both from
-``sent``), ITL every gap of every call, and the token counts are sums.
+For a task with several generate calls (a request's ``samples > 1``, a workflow's
+``n_samples > 1``, multi-turn): ``sent`` is the first call's start, TTFT the earliest first
+token of any call, E2EL the last call's end (both from ``sent``), ITL every gap of every call,
+and the token counts are sums.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import GenerationConfig
 from ..errors import ConfigError
-from ..io import ModelRequest, ModelResponse
+from ..io import ModelRequest, ModelResponse, new_rid
 from ..tracing import atrace_phase, trace_session
+from ..workflows.single_turn import gather_all
 
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
@@ -49,16 +52,27 @@ class RequestLike(Protocol):
     @property
     def ignore_eos(self) -> bool: ...
 
+    @property
+    def samples(self) -> int: ...
+
+    @property
+    def output_lens(self) -> tuple[int, ...] | None: ...
+
 
 class GenerateRequest:
-    """One ``generate_async`` per task from a load request; the trajectory is its timings.
+    """``samples`` concurrent ``generate_async`` calls per task from a load request (one
+    by default); the trajectory is their timings.
 
     Args:
         gconfig: the sampling settings (default ``GenerationConfig()``); a request's
-            ``output_len`` replaces ``max_new_tokens`` and its ``ignore_eos`` is or-ed in.
+            ``output_len`` (per sample: ``output_lens[i]``) replaces ``max_new_tokens`` and
+            its ``ignore_eos`` is or-ed in.
 
-    The trajectory: ``{"prompt_tokens", "output_tokens", "ttft", "itl", "latency",
-    "server", "stop_reason"}`` (seconds; ``ttft`` NaN and ``itl`` empty without streaming).
+    The trajectory of one sample: ``{"prompt_tokens", "output_tokens", "ttft", "itl",
+    "latency", "server", "stop_reason"}`` (seconds; ``ttft`` NaN and ``itl`` empty without
+    streaming); with ``samples > 1`` a list of these, one per sample in order. Each sample
+    is its own traced session with a ``generate`` phase; if one call raises, the others are
+    cancelled and the task fails.
     """
 
     def __init__(self, gconfig: GenerationConfig | None = None) -> None:
@@ -86,7 +100,8 @@ class GenerateRequest:
         return g
 
     def validate(self, data: Any) -> None:
-        """Refuse a request without a prompt (``ConfigError``)."""
+        """Refuse a request without a prompt, or with bad lengths or samples
+        (``ConfigError``)."""
         prompt = getattr(data, "prompt", None)
         ids = getattr(data, "prompt_ids", None)
         if not prompt and not ids:
@@ -95,6 +110,16 @@ class GenerateRequest:
         out = getattr(data, "output_len", None)
         if out is not None and (isinstance(out, bool) or not isinstance(out, int) or out < 1):
             raise ConfigError(f"a load request's output_len must be an int >= 1, got {out!r}")
+        try:
+            n, lens = data.samples, data.output_lens
+        except AttributeError:
+            raise ConfigError(f"a load request needs samples and output_lens (a LoadRequest "
+                              f"has them), got {type(data).__name__}") from None
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"a load request's samples must be an int >= 1, got {n!r}")
+        if lens is not None and (not isinstance(lens, tuple) or len(lens) != n):
+            raise ConfigError(f"a load request's output_lens must be a tuple of {n} "
+                              f"length(s), got {lens!r}")
 
     def request_for(self, data: RequestLike) -> ModelRequest:
         """The ``ModelRequest`` of one load request."""
@@ -104,15 +129,45 @@ class GenerateRequest:
             return ModelRequest(input_ids=list(ids), gconfig=g)
         return ModelRequest(text=data.prompt, gconfig=g)
 
-    async def arun_episode(self, engine: InferenceEngine, data: RequestLike) -> dict[str, Any]:
-        """Send the request (one traced session with a ``generate`` phase)."""
-        req = self.request_for(data)
+    def requests_for(self, data: RequestLike) -> list[ModelRequest]:
+        """The ``ModelRequest`` of each of a load request's samples (a shared ``rid``
+        prefix, so sticky routing sends them to one server, as ``SingleTurnWorkflow``)."""
+        n = data.samples
+        lens = data.output_lens
+        eos = data.ignore_eos
+        configs = [self.config_for(lens[i] if lens is not None else data.output_len, eos)
+                   for i in range(n)]
+        ids = data.prompt_ids
+        rid = new_rid()
+        if ids:
+            return [ModelRequest(rid=f"{rid}:{i}", input_ids=list(ids), gconfig=g)
+                    for i, g in enumerate(configs)]
+        return [ModelRequest(rid=f"{rid}:{i}", text=data.prompt, gconfig=g)
+                for i, g in enumerate(configs)]
+
+    async def arun_episode(self, engine: InferenceEngine,
+                           data: RequestLike) -> dict[str, Any] | list[dict[str, Any]]:
+        """Send the request: ``samples`` concurrent traced sessions with a ``generate``
+        phase each (one, the common case, without any extra task or list)."""
+        if data.samples != 1:
+            return await gather_all([_sample(engine, req) for req in self.requests_for(data)])
+        req = self.request_for(data)  # written out: no extra coroutine or call for one
         with trace_session():
             async with atrace_phase("generate"):
                 resp = await engine.generate_async(req)
         return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
                 "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
                 "server": resp.server, "stop_reason": resp.stop_reason}
+
+
+async def _sample(engine: InferenceEngine, req: ModelRequest) -> dict[str, Any]:
+    """One of several samples: a traced session with a ``generate`` phase; its timings."""
+    with trace_session():
+        async with atrace_phase("generate"):
+            resp = await engine.generate_async(req)
+    return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
+            "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
+            "server": resp.server, "stop_reason": resp.stop_reason}
 
 
 @dataclass(slots=True)

@@ -8,6 +8,10 @@ Every loader returns ``list[LoadRequest]``::
     shared_prefix(num_groups=4, prompts_per_group=8, prefix_len=256, suffix_len=32,
                   output_len=64)                    prefix caching: a shared prefix per group
     read_mooncake("trace.jsonl", time_scale=0.5)    a Mooncake trace, replayed (timestamps)
+    from_traces(ctl.tracer.frames(), prompts="lengths")
+                                                    a recorded run: its arrivals, lengths
+                                                    and samples per task (timestamps)
+    read_areal_sessions("sessions-r0.jsonl", areal_dump="log")   an AReaL run, the same
     load_dataset("random", num=100, input_len=64)   by ``vllm bench serve --dataset-name``
 
 Lengths are tokens. Synthetic, shared-prefix and trace prompts are **token ids** drawn from a
@@ -23,13 +27,15 @@ and the 1-based line (or entry) number.
 
 Modules: :mod:`.request` (:class:`LoadRequest`), :mod:`.text` (JSONL, ShareGPT),
 :mod:`.synthetic` (random lengths, shared prefixes), :mod:`.traces` (Mooncake replay),
-:mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they share: errors, checks,
-files, the tokenizer and the default vocabulary).
+:mod:`.recorded` (a recorded run replayed as load: this project's traces, AReaL's session
+trace), :mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they share: errors,
+checks, files, the tokenizer and the default vocabulary).
 """
 
 from __future__ import annotations
 
 from .by_name import DATASET_NAMES, load_dataset
+from .recorded import RecordedPrompts, SkippedTasksWarning, from_traces, read_areal_sessions
 from .request import LoadRequest
 from .synthetic import Distribution, shared_prefix, synthetic
 from .text import read_jsonl, read_sharegpt
@@ -39,7 +45,11 @@ __all__ = [
     "DATASET_NAMES",
     "Distribution",
     "LoadRequest",
+    "RecordedPrompts",
+    "SkippedTasksWarning",
+    "from_traces",
     "load_dataset",
+    "read_areal_sessions",
     "read_jsonl",
     "read_mooncake",
     "read_sharegpt",

@@ -3,8 +3,9 @@
 * errors: :func:`fail` builds the one-line :class:`~rollout_kit.errors.DatasetError` that
   names the file and the 1-based line (or entry) number;
 * checks: :func:`positive` (an option), :func:`check_length` (a length read from a file),
-  :func:`is_int` / :func:`as_int`;
-* files: :func:`open_text` (UTF-8 text) and :func:`jsonl_objects` (one JSON object a line);
+  :func:`check_time_scale` (a trace's time scale), :func:`is_int` / :func:`as_int`;
+* files: :func:`open_text` (UTF-8 text) and :func:`jsonl_objects` (one JSON object a line;
+  optionally skipping a torn last line);
 * the tokenizer: :func:`tokenizer_of` (see :mod:`rollout_kit.load.tokenize`);
 * sampling: :func:`take` (the first ``num``, oversampled as vllm does when too few);
 * the vocabulary of token-id prompts: :data:`VOCAB_SIZE` / :data:`SPECIAL_IDS` (the
@@ -14,7 +15,9 @@
 from __future__ import annotations
 
 import json
+import math
 import random
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...errors import ConfigError, DatasetError, truncate
+from ...tracing import TornTraceWarning
 from ..tokenize import TextTokenizer, load_tokenizer
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "allowed_ids",
     "as_int",
     "check_length",
+    "check_time_scale",
     "fail",
     "is_int",
     "jsonl_objects",
@@ -89,6 +94,14 @@ def check_length(value: object, key: str, path: str | None, line: int | None,
     return n
 
 
+def check_time_scale(value: object) -> float:
+    """A trace's ``time_scale``: a finite number > 0 (``0.5`` replays twice as fast)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not (
+            math.isfinite(value) and value > 0):
+        raise fail(f"time_scale must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
 def positive(value: object, name: str) -> int:
     """``value`` of the option ``name`` as an int >= 1 (a float is refused)."""
     n = as_int(value) if not isinstance(value, float) else None
@@ -112,16 +125,30 @@ def open_text(path: str | Path) -> tuple[str, str]:
         raise fail(f"cannot read: {exc.strerror or exc}", str(path)) from None
 
 
-def jsonl_objects(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
-    """``(name, 1-based line number, object)`` of each non-blank line of a JSONL file."""
+def jsonl_objects(path: str | Path, *, torn_ok: bool = False,
+                  ) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """``(name, 1-based line number, object)`` of each non-blank line of a JSONL file.
+
+    With ``torn_ok`` (a file a process appends to, such as a trace), a last line that is not
+    JSON — the writer died mid-write — is skipped with a
+    :class:`~rollout_kit.tracing.TornTraceWarning`, as rollout_kit's own trace reader does.
+    """
     name, text = open_text(path)
+    lines = text.splitlines()
+    last = len(lines)
+    while last and not lines[last - 1].strip():
+        last -= 1
     seen = False
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
+            if torn_ok and no == last and seen:
+                warnings.warn(f"{name}: skipped a torn last line ({len(raw)} characters)",
+                              TornTraceWarning, stacklevel=3)
+                return
             raise fail(f"not valid JSON ({exc.msg}, column {exc.colno})", name, no) from None
         if not isinstance(obj, dict):
             raise fail(f"expected a JSON object, got {type(obj).__name__}", name, no)

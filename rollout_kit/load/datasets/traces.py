@@ -22,6 +22,7 @@ from ._common import (
     VOCAB_SIZE,
     allowed_ids,
     check_length,
+    check_time_scale,
     fail,
     is_int,
     jsonl_objects,
@@ -54,9 +55,7 @@ def read_mooncake(path: str | Path, *, time_scale: float = 1.0, block_size: int 
         DatasetError: an empty file, a malformed line (file and line number), a missing key,
             a negative timestamp, a non-positive length, hash ids that are not integers.
     """
-    if not isinstance(time_scale, int | float) or isinstance(time_scale, bool) or not (
-            math.isfinite(time_scale) and time_scale > 0):
-        raise fail(f"time_scale must be a finite number > 0, got {time_scale!r}")
+    time_scale = check_time_scale(time_scale)
     block_size = positive(block_size, "block_size")
     allowed, _ = allowed_ids(tokenizer, vocab_size, special_ids)
     n_allowed = len(allowed)
