@@ -338,3 +338,10 @@ async def test_controller_refuses_a_tracer_and_a_dump(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="pass it to the Tracer"):
         RolloutController(sglang=["127.0.0.1:1"], tracer=Tracer(), dump=tmp_path)
     await asyncio.sleep(0)
+
+
+def test_ray_workers_refuse_a_dump(tmp_path: Path) -> None:
+    from rollout_kit.workers.ray import RayScheduler
+
+    with pytest.raises(ConfigError, match="in-process workers only"):
+        RolloutController(sglang=["127.0.0.1:1"], dump=tmp_path, scheduler=RayScheduler())

@@ -175,9 +175,13 @@ class RayScheduler:
 
         Raises:
             ConfigError: ``spec.engines`` given, no engine source, or both ``sglang`` and
-                ``vllm`` without a factory; this scheduler already started workers.
+                ``vllm`` without a factory; this scheduler already started workers; the
+                tracer has a trajectory dump (recorded by in-process workers only).
             SchedulerError: the cluster cannot be reached.
         """
+        if spec.tracer.dump is not None:
+            raise ConfigError("trajectory dumps are recorded by in-process workers only "
+                              "(LocalScheduler); Ray workers trace in their own processes")
         if self.workers:
             raise ConfigError("this RayScheduler already started its workers; create a new one "
                               "for another controller")
