@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -98,9 +99,23 @@ class GenerationConfig:
         except TypeError as exc:
             raise ConfigError(f"unknown GenerationConfig field: {exc}") from None
 
+    def with_seed(self, seed: int) -> GenerationConfig:
+        """A copy with ``seed`` set — cheap: only the seed is checked (the other fields were
+        checked when ``self`` was made). The engine calls it once per recorded request."""
+        _check(_is_count(seed), f"seed must be an int or None, got {seed!r}")
+        new = object.__new__(GenerationConfig)
+        for name, value in zip(_GENERATION_FIELDS, _generation_values(self), strict=True):
+            object.__setattr__(new, name, value)
+        object.__setattr__(new, "seed", seed)
+        return new
+
     @property
     def effective_temperature(self) -> float:
         return 0.0 if self.greedy else self.temperature
+
+
+_GENERATION_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GenerationConfig))
+_generation_values = operator.attrgetter(*_GENERATION_FIELDS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

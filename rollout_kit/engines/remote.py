@@ -298,7 +298,7 @@ class RemoteInfEngine(InferenceEngine):
         if dumping is not None:  # recorded for replay: every call is sent with a seed
             seed_source = "user" if g.seed is not None else "derived"
             if g.seed is None:
-                g = g.new(seed=dumping[0].seed_for(dumping[1]))
+                g = g.with_seed(dumping[0].seed_for(dumping[1]))
             segments = []
         prompt = list(req.input_ids)
         budget = output_budget(g, len(prompt)) if prompt else g.max_new_tokens

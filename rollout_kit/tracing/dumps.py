@@ -38,6 +38,7 @@ import dataclasses
 import glob
 import hashlib
 import math
+import operator
 import os
 import threading
 import time
@@ -76,6 +77,7 @@ DUMP_SCHEMA_VERSION = 1
 
 #: the sampling parameters recorded per call (every ``GenerationConfig`` field)
 GENERATION_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GenerationConfig))
+_sampling_values = operator.attrgetter(*GENERATION_FIELDS)
 
 _SEED_MASK = (1 << 31) - 1  # SGLang and vLLM both take a seed that fits a signed int32
 
@@ -94,6 +96,11 @@ def derive_seed(run_seed: int, task_id: int | None, sample: int, call: int) -> i
 
 def versions_rle(versions: Sequence[int]) -> list[list[int]]:
     """Run-length encode per-token weight versions: ``[3, 3, 4]`` → ``[[3, 2], [4, 1]]``."""
+    if not versions:
+        return []
+    first = versions[0]
+    if versions.count(first) == len(versions):  # the common case, at C speed
+        return [[first, len(versions)]]
     out: list[list[int]] = []
     for v in versions:
         if out and out[-1][0] == v:
@@ -203,8 +210,8 @@ class TrajectoryDump:
 
     def record(self, where: Coordinate, *, rid: str, engine: str, flavour: str,
                model: str | None, gconfig: GenerationConfig, seed_source: SeedSource | None,
-               prompt_ids: Sequence[int], prompt_text: str | None, output_ids: Sequence[int],
-               logprobs: Sequence[float], versions: Sequence[int], output_text: str | None,
+               prompt_ids: list[int], prompt_text: str | None, output_ids: list[int],
+               logprobs: list[float], versions: list[int], output_text: str | None,
                stop_reason: str | None, server: str | None, start_wall: float,
                latency_s: float, ttft_s: float, segments: Sequence[SegmentRecord],
                error: str | None = None) -> None:
@@ -215,16 +222,16 @@ class TrajectoryDump:
             "flavour": flavour, "model": model, "server": server,
             "status": "failed" if error is not None else "ok", "error": error,
             "start_wall": start_wall, "latency_s": latency_s, "ttft_s": ttft_s,
-            "sampling": {f: getattr(gconfig, f) for f in GENERATION_FIELDS},
+            "sampling": dict(zip(GENERATION_FIELDS, _sampling_values(gconfig), strict=True)),
             "seed_source": seed_source,
-            "prompt_ids": list(prompt_ids),
+            "prompt_ids": prompt_ids,  # serialized below, before the caller can change them
             "prompt_text": prompt_text if self.text else None,
-            "output_ids": list(output_ids), "logprobs": list(logprobs),
+            "output_ids": output_ids, "logprobs": logprobs,
             "versions": versions_rle(versions),
             "output_text": output_text if self.text else None,
             "stop_reason": stop_reason, "segments": [s.to_json() for s in segments],
         }
-        line = orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        line = orjson.dumps(rec) + b"\n"
         with self._lock:
             self._pending.append(line)
             full = len(self._pending) >= self.flush_threshold
