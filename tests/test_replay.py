@@ -21,7 +21,7 @@ from rollout_kit import GenerationConfig, RolloutController, Tracer
 from rollout_kit.errors import ConfigError, TraceSchemaError
 from rollout_kit.io import ModelRequest
 from rollout_kit.replay import first_divergence, replay, replay_async
-from rollout_kit.sim import serve
+from rollout_kit.sim import serve, serve_in_thread
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import (
     TornTraceWarning,
@@ -189,7 +189,15 @@ async def test_controller_replay_runs_traced_tasks_with_new_ids(tmp_path: Path) 
     assert traces.loc[1, "status"] == "accepted" and len(sessions.loc[1]) == 2
 
 
-def test_blocking_replay(tmp_path: Path) -> None:
+def test_blocking_replay_and_controller_replay(tmp_path: Path) -> None:
+    with serve_in_thread("sglang", zero_latency=True) as cluster:
+        with RolloutController(sglang=cluster.addresses, dump=tmp_path,
+                               engine_config=fast_engine_config()) as ctl:
+            assert all(r.ok for r in ctl.rollout_batch(PROMPTS, _workflow()))
+            again = ctl.replay(tmp_path, task_ids=[0])
+        frame = replay(tmp_path, task_ids=[1], concurrency=1)
+    assert again["identical"].all() and again["replay_task_id"].tolist() == [2, 2]
+    assert frame["identical"].all() and len(frame) == 2
     with pytest.raises(ConfigError, match="concurrency"):
         replay(tmp_path, concurrency=0)
 

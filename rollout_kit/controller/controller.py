@@ -535,8 +535,11 @@ class RolloutController:
         ``replay_task_id`` column), run on its workers' engines; the frame is
         :func:`rollout_kit.replay.replay_async`'s, indexed by the recorded
         ``(task_id, session_id, call)``. A replay task that fails leaves ``failed`` rows.
+        The tracer is flushed first, so ``source`` may be this controller's own dump (the
+        replayed calls are then recorded there too, as tasks of their own).
         """
         self._check_open("replay()")
+        self.tracer.flush()  # this controller's own dump may be the source: write it out
         tasks, rows = replay_tasks(read_source(source), task_ids)
         results = await self.rollout_batch_async(
             tasks, ReplayWorkflow(check_determinism=check_determinism), timeout=timeout)

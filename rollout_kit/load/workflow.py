@@ -155,9 +155,14 @@ class GenerateRequest:
         with trace_session():
             async with atrace_phase("generate"):
                 resp = await engine.generate_async(req)
-        return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
-                "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
-                "server": resp.server, "stop_reason": resp.stop_reason}
+        return _timings(resp)
+
+
+def _timings(resp: ModelResponse) -> dict[str, Any]:
+    """A sample's trajectory: its token counts and timings."""
+    return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
+            "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
+            "server": resp.server, "stop_reason": resp.stop_reason}
 
 
 async def _sample(engine: InferenceEngine, req: ModelRequest) -> dict[str, Any]:
@@ -165,9 +170,7 @@ async def _sample(engine: InferenceEngine, req: ModelRequest) -> dict[str, Any]:
     with trace_session():
         async with atrace_phase("generate"):
             resp = await engine.generate_async(req)
-    return {"prompt_tokens": resp.input_len, "output_tokens": resp.output_len,
-            "ttft": resp.ttft, "itl": list(resp.itl), "latency": resp.latency,
-            "server": resp.server, "stop_reason": resp.stop_reason}
+    return _timings(resp)
 
 
 @dataclass(slots=True)

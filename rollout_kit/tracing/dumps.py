@@ -35,15 +35,13 @@ frame says so.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import math
 import operator
 import os
 import threading
 import time
-import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -53,7 +51,7 @@ import pandas as pd
 
 from ..config import GenerationConfig
 from ..errors import ConfigError, TraceSchemaError, truncate
-from .persist import TornTraceWarning
+from .persist import expand_paths, jsonl_objects
 
 __all__ = [
     "CALL_INDEX",
@@ -260,44 +258,6 @@ class TrajectoryDump:
 CALL_INDEX = ["task_id", "session_id", "call"]
 
 
-def _files(paths: StrPath | Sequence[StrPath], pattern: str) -> list[Path]:
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    out: list[Path] = []
-    for item in items:
-        s = os.fspath(item)
-        if any(ch in s for ch in "*?["):
-            out.extend(Path(p) for p in sorted(glob.glob(s, recursive=True)))
-        elif os.path.isdir(s):
-            out.extend(sorted(Path(s).glob(pattern)))
-        else:
-            out.append(Path(s))
-    if not out:
-        raise ConfigError(f"no dump files match {paths!r}")
-    for p in out:
-        if not p.is_file():
-            raise ConfigError(f"dump file {os.fspath(p)!r} does not exist")
-    return out
-
-
-def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSONL file with their line numbers; a torn last line warns."""
-    lines = path.read_bytes().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for i, line in enumerate(lines):
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if i == len(lines) - 1 and i > 0:
-                warnings.warn(f"{os.fspath(path)}: skipped a torn last line ({len(line)} bytes)",
-                              TornTraceWarning, stacklevel=4)
-                return
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not JSON") from None
-        if not isinstance(rec, dict):
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
-        yield i + 1, rec
-
-
 def _nan(x: object) -> float:
     return math.nan if x is None else float(x)  # type: ignore[arg-type]
 
@@ -348,9 +308,9 @@ def load_dump(paths: StrPath | Sequence[StrPath]) -> pd.DataFrame:
             is malformed (file and line number).
     """
     rows: list[dict[str, Any]] = []
-    for path in _files(paths, "trajectories-*.jsonl"):
+    for path in expand_paths(paths, pattern="trajectories-*.jsonl", what="dump"):
         where = os.fspath(path)
-        records = _lines(path)
+        records = jsonl_objects(path)
         first = next(records, None)
         if first is None or first[1].get("kind") != "header" \
                 or first[1].get("format") != DUMP_FORMAT:
@@ -406,7 +366,7 @@ def read_areal_dump(root: StrPath) -> pd.DataFrame:
                           f"{os.fspath(root)!r}")
     rows: list[dict[str, Any]] = []
     for path in files:
-        for line, rec in _lines(path):
+        for line, rec in jsonl_objects(path):
             try:
                 prompt_len, seqlen = int(rec["prompt_len"]), int(rec["seqlen"])
                 rows.append({

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,8 @@ from ..errors import ConfigError, TraceSchemaError
 from .frames import Traces, build_traces
 from .store import FORMAT, Store
 
-__all__ = ["TornTraceWarning", "append_records", "load_traces", "read_records"]
+__all__ = ["TornTraceWarning", "append_records", "expand_paths", "jsonl_objects", "load_traces",
+           "read_records"]
 
 StrPath = str | os.PathLike[str]
 
@@ -38,27 +39,59 @@ def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: b
         fh.write(data)
 
 
-def _expand(paths: StrPath | Sequence[StrPath]) -> list[Path]:
+def expand_paths(paths: StrPath | Sequence[StrPath], *, pattern: str = "*.jsonl",
+                 what: str = "trace") -> list[Path]:
+    """The files named by ``paths`` (paths, directories — their ``pattern`` files — or globs).
+
+    Raises:
+        ConfigError: a bad argument, nothing matches, or a named file does not exist
+            (``what`` names the kind of file in the message).
+    """
     if not isinstance(paths, str | os.PathLike | Sequence) or isinstance(paths, bytes):
-        raise ConfigError(f"trace paths must be a path, a glob or a list of them, got {paths!r}")
+        raise ConfigError(f"{what} paths must be a path, a glob or a list of them, got {paths!r}")
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     if not all(isinstance(p, str | os.PathLike) for p in items):
-        raise ConfigError(f"trace paths must be str or os.PathLike, got {paths!r}")
+        raise ConfigError(f"{what} paths must be str or os.PathLike, got {paths!r}")
     out: list[Path] = []
     for item in items:
         s = os.fspath(item)
         if any(ch in s for ch in "*?["):
             out.extend(Path(p) for p in sorted(glob.glob(s, recursive=True)))
         elif os.path.isdir(s):
-            out.extend(sorted(Path(s).glob("*.jsonl")))
+            out.extend(sorted(Path(s).glob(pattern)))
         else:
             out.append(Path(s))
     if not out:
-        raise ConfigError(f"no trace files match {paths!r}")
+        raise ConfigError(f"no {what} files match {paths!r}")
     for p in out:
         if not p.is_file():
-            raise ConfigError(f"trace file {os.fspath(p)!r} does not exist")
+            raise ConfigError(f"{what} file {os.fspath(p)!r} does not exist")
     return out
+
+
+def jsonl_objects(path: StrPath) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file with their 1-based line numbers.
+
+    A torn last line (its writer died mid-write) is skipped with a :class:`TornTraceWarning`.
+
+    Raises:
+        TraceSchemaError: a line other than the last is not JSON, or a line is not an object.
+    """
+    lines = Path(path).read_bytes().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    for i, line in enumerate(lines):
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if i == len(lines) - 1 and i > 0:
+                warnings.warn(f"{os.fspath(path)}: skipped a torn last line ({len(line)} bytes)",
+                              TornTraceWarning, stacklevel=4)
+                return
+            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not JSON") from None
+        if not isinstance(rec, dict):
+            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
+        yield i + 1, rec
 
 
 def read_records(path: StrPath) -> list[dict[str, Any]]:
@@ -68,23 +101,7 @@ def read_records(path: StrPath) -> list[dict[str, Any]]:
         TraceSchemaError: the file is empty, does not start with a trace header, or has a
             malformed line other than the last.
     """
-    raw = Path(path).read_bytes()
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    records: list[dict[str, Any]] = []
-    for i, line in enumerate(lines):
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if i == len(lines) - 1 and i > 0:
-                warnings.warn(f"{os.fspath(path)}: skipped a torn last line ({len(line)} bytes)",
-                              TornTraceWarning, stacklevel=3)
-                break
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not JSON") from None
-        if not isinstance(rec, dict):
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
-        records.append(rec)
+    records = [rec for _, rec in jsonl_objects(path)]
     if not records or records[0].get("kind") != "header" or records[0].get("format") != FORMAT:
         raise TraceSchemaError(f"{os.fspath(path)} is not a rollout_kit trace (no header)")
     for i, rec in enumerate(records):
@@ -106,7 +123,7 @@ def load_traces(paths: StrPath | Sequence[StrPath]) -> Traces:
         ConfigError: nothing matches ``paths`` or a named file does not exist.
         TraceSchemaError: a file is not a trace or is corrupt before its last line.
     """
-    files = _expand(paths)
+    files = expand_paths(paths)
     per_file = [(p, read_records(p)) for p in files]
     anchor = min(float(r["wall_epoch"]) for _, recs in per_file for r in recs
                  if r.get("kind") == "header")
