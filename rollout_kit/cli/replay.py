@@ -69,7 +69,10 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
     elif path.suffix == ".jsonl":
         flat.to_json(path, orient="records", lines=True)
     elif path.suffix == ".parquet":
-        flat.to_parquet(path, index=False)
+        try:
+            flat.to_parquet(path, index=False)
+        except ImportError as exc:
+            raise ConfigError(f"--out {str(path)!r} needs pyarrow: {exc}") from None
     else:
         raise ConfigError(f"--out must end in .csv, .jsonl or .parquet, got {str(path)!r}")
 
