@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
-import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,13 @@ import orjson
 
 from ..errors import ConfigError, TraceSchemaError
 from .frames import Traces, build_traces
+from .jsonl import TornTraceWarning, jsonl_objects
 from .store import FORMAT, Store
 
 __all__ = ["TornTraceWarning", "append_records", "expand_paths", "jsonl_objects", "load_traces",
            "read_records"]
 
 StrPath = str | os.PathLike[str]
-
-
-class TornTraceWarning(UserWarning):
-    """The last line of a trace file was cut short (the writer died mid-write); skipped."""
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: bool = False
@@ -67,31 +63,6 @@ def expand_paths(paths: StrPath | Sequence[StrPath], *, pattern: str = "*.jsonl"
         if not p.is_file():
             raise ConfigError(f"{what} file {os.fspath(p)!r} does not exist")
     return out
-
-
-def jsonl_objects(path: StrPath) -> Iterator[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSONL file with their 1-based line numbers.
-
-    A torn last line (its writer died mid-write) is skipped with a :class:`TornTraceWarning`.
-
-    Raises:
-        TraceSchemaError: a line other than the last is not JSON, or a line is not an object.
-    """
-    lines = Path(path).read_bytes().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for i, line in enumerate(lines):
-        try:
-            rec = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            if i == len(lines) - 1 and i > 0:
-                warnings.warn(f"{os.fspath(path)}: skipped a torn last line ({len(line)} bytes)",
-                              TornTraceWarning, stacklevel=4)
-                return
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not JSON") from None
-        if not isinstance(rec, dict):
-            raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
-        yield i + 1, rec
 
 
 def read_records(path: StrPath) -> list[dict[str, Any]]:
