@@ -18,6 +18,7 @@ import orjson
 
 from ..errors import ConfigError, TraceSchemaError
 from .frames import Traces, build_traces
+from .imports import foreign_kind, read_files
 from .jsonl import TornTraceWarning, jsonl_objects
 from .store import FORMAT, Store
 
@@ -88,13 +89,20 @@ def load_traces(paths: StrPath | Sequence[StrPath]) -> Traces:
     """Load one or several trace files (paths, directories or globs) into one :class:`Traces`.
 
     Files of different processes are aligned on their wall-clock anchors: times are seconds
-    since the earliest anchor, which becomes ``Traces.wall_epoch``.
+    since the earliest anchor, which becomes ``Traces.wall_epoch``. Other tools' result files
+    (``vllm bench serve --save-detailed`` JSON, aiperf's ``profile_export.jsonl``, AReaL's
+    ``sessions-r*.jsonl``) are recognised by their content and read by
+    :mod:`rollout_kit.tracing.imports`, one kind of file per call.
 
     Raises:
         ConfigError: nothing matches ``paths`` or a named file does not exist.
-        TraceSchemaError: a file is not a trace or is corrupt before its last line.
+        TraceSchemaError: a file is not a trace or is corrupt before its last line, or the
+            files are of several kinds (a trace and a vllm bench serve result…).
     """
     files = expand_paths(paths)
+    kind = foreign_kind(files)  # another tool's result files, known by their content
+    if kind is not None:
+        return read_files(kind, files)
     per_file = [(p, read_records(p)) for p in files]
     anchor = min(float(r["wall_epoch"]) for _, recs in per_file for r in recs
                  if r.get("kind") == "header")

@@ -33,8 +33,10 @@ Two sources:
   or failed before generating) and sessions with no recorded completion (a failed call) are
   left out, with one :class:`SkippedTasksWarning` that counts them.
 * :func:`read_areal_sessions`: AReaL's session trace (``sessions-r*.jsonl``, one
-  ``SessionRecord`` a line); a task's arrival is its earliest session ``submit_ts`` (AReaL
-  stamps it when a sample *starts*, so the recorded queueing delay is not in the schedule).
+  ``SessionRecord`` a line; :func:`rollout_kit.tracing.imports.read_areal_sessions_trace`
+  reads the same file into trace frames); a task's arrival is its earliest session
+  ``submit_ts`` (AReaL stamps it when a sample *starts*, so the recorded queueing delay is
+  not in the schedule).
   Lengths and prompt text come from AReaL's trajectory dump (``rollout/{version}/
   {task_id}.jsonl``: ``prompt_len``, ``seqlen``, ``prompt``), else from ``output_len`` /
   ``input_len``.
@@ -60,6 +62,7 @@ import pandas as pd
 from ...errors import ConfigError, TraceSchemaError, truncate
 from ...tracing import Traces, load_traces
 from ...tracing import schema as S
+from ...tracing.imports import AREAL_STATUSES
 from ..tokenize import TextTokenizer
 from ._common import (
     SPECIAL_IDS,
@@ -78,9 +81,6 @@ __all__ = ["AREAL_STATUSES", "RecordedPrompts", "SkippedTasksWarning", "from_tra
            "read_areal_sessions"]
 
 RecordedPrompts = Literal["same", "lengths"]
-
-#: the statuses of AReaL's session records
-AREAL_STATUSES = ("pending", "accepted", "rejected", "failed", "dropped")
 
 StrPath = str | os.PathLike[str]
 
