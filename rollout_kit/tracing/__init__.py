@@ -1,7 +1,9 @@
 """Tracing: task lifecycles, sessions and phase spans → pandas DataFrames and JSONL.
 
 - :class:`Tracer` records; :meth:`Tracer.frames` gives :class:`Traces` (tasks, sessions,
-  spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames.
+  spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames, and
+  other tools' result files too (:func:`read_vllm_bench`, :func:`read_aiperf`,
+  :func:`read_areal_sessions_trace`; :mod:`.imports`).
 - Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
   on the current tracer/task/session carried in ``contextvars``.
 - Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`, the
@@ -20,6 +22,7 @@ from .context import current_session_id, current_task_id
 from .dumps import TrajectoryDump, load_dump, read_areal_dump
 from .frames import Traces
 from .helpers import annotate, atrace_phase, dump_call, increment, trace_phase, trace_session
+from .imports import read_aiperf, read_areal_sessions_trace, read_vllm_bench
 from .persist import TornTraceWarning, load_traces
 from .phases import phase_color, register_phase, registered_phases
 from .remote import reanchor
@@ -41,7 +44,10 @@ __all__ = [
     "load_dump",
     "load_traces",
     "phase_color",
+    "read_aiperf",
     "read_areal_dump",
+    "read_areal_sessions_trace",
+    "read_vllm_bench",
     "reanchor",
     "register_phase",
     "registered_phases",

@@ -31,13 +31,17 @@ from rollout_kit.load import Arrivals, LoadSpec, run_load_async, synthetic
 from rollout_kit.sim import SimCluster
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.testing.plugin import ControllerFactory
-from rollout_kit.tracing import TornTraceWarning, Tracer, Traces, load_traces, trace_phase
-from rollout_kit.tracing.imports import (
-    file_kind,
+from rollout_kit.tracing import (
+    TornTraceWarning,
+    Tracer,
+    Traces,
+    load_traces,
     read_aiperf,
     read_areal_sessions_trace,
     read_vllm_bench,
+    trace_phase,
 )
+from rollout_kit.tracing.imports import file_kind
 
 DATA = Path(__file__).parent / "data"
 VLLM = DATA / "vllm-bench-sim.json"
