@@ -108,6 +108,9 @@ class Tracer:
         self.dump = dump if isinstance(dump, TrajectoryDump | None) else TrajectoryDump(
             dump, worker=worker)
         self.live = LiveTable()
+        #: the high 64 bits (hex) of this tracer's W3C trace ids: a task's trace id is this
+        #: prefix and the task id (:func:`~rollout_kit.tracing.traceparent`)
+        self.trace_prefix = os.urandom(8).hex()
         self._io_lock = threading.Lock()
         self._start_epoch()
 
