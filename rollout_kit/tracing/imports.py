@@ -48,7 +48,8 @@ result's index, when a file holds several) and ``generated_text``; aiperf adds
 ``request_id``, ``correlation_id``, ``conversation_id``, ``turn_index``, ``benchmark_phase``,
 ``error_type`` / ``error_code`` and every other scalar metric (time metrics in seconds as
 ``<name>_s``, the rest as ``<name>``); AReaL adds ``rank`` (and ``role``), its ``counters``
-and any other scalar key. A failed aiperf request's span has ``raised=True``; a failed vllm
+and any other scalar key (a tool's name that would shadow one of this project's columns gets
+an ``x_`` prefix). A failed aiperf request's span has ``raised=True``; a failed vllm
 request has no span (the file does not say when it ended), and neither tool's failures have
 token counts or a TTFT (vllm writes 0 for them). AReaL's ``<phase>_s`` keys are recomputed
 from ``phases`` (a span left open, ``end_ts: null``, is closed at ``finalized_ts`` and
@@ -90,6 +91,7 @@ __all__ = [
     "KINDS",
     "SOURCE",
     "TPOT_S",
+    "VLLM_ARRAYS",
     "Kind",
     "file_kind",
     "foreign_kind",
@@ -103,7 +105,7 @@ StrPath = str | os.PathLike[str]
 Kind = Literal["rollout_kit", "vllm_bench", "aiperf", "areal_sessions"]
 
 #: what each kind of file is, in messages
-KINDS: dict[str, str] = {
+KINDS: dict[Kind, str] = {
     "rollout_kit": "a rollout_kit trace",
     "vllm_bench": "a vllm bench serve result",
     "aiperf": "an aiperf per-request export",
@@ -120,7 +122,7 @@ AREAL_STATUSES = ("pending", "accepted", "rejected", "failed", "dropped")
 
 _REQUEST_ERROR = "request_error"  # the reason of a failed request of another tool
 _WORST_FIRST = ("failed", "cancelled", "rejected", "pending", "accepted")
-_SNIFF_LIMIT = 64 << 20  # read a file that does not start with a JSON line whole up to this
+_SNIFF_LIMIT = 64 << 20  # the most read of a file (its first line or JSON) to tell its kind
 _RESERVED = frozenset({*S.SESSION_COLUMNS, *S.TASK_COLUMNS, S.TASK_ID, S.SESSION_ID, TPOT_S,
                        SOURCE})
 _Record = dict[str, Any]
@@ -181,7 +183,7 @@ def _extra_name(name: str) -> str:
 
 def _build(tasks: list[_Record], *, wall: bool, source: str) -> Traces:
     """The frames of task records whose times are int ns on the files' own clock."""
-    starts = [m[0] for t in tasks for m in (t["marks"],) if m[0] is not None]
+    starts = [t["marks"][0] for t in tasks if t["marks"][0] is not None]
     anchor = min(starts) if starts else 0
     header = {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,
               "wall_epoch": 0.0}
@@ -262,11 +264,14 @@ def _vllm_arrays(res: dict[str, Any], where: str) -> int:
     return n
 
 
-def _vllm_value(res: dict[str, Any], i: int, where: str, key: str, kind: str) -> Any:
+def _vllm_value(res: dict[str, Any], i: int, where: str, key: str,
+                kind: Literal["number", "int", "str", "list"]) -> Any:
     v = res[key][i]
-    ok = {"number": v is None or _is_num(v), "int": _is_int(v) or v is None,
-          "str": v is None or isinstance(v, str),
-          "list": isinstance(v, list) and all(_is_num(x) for x in v)}[kind]
+    if kind == "list":
+        ok = isinstance(v, list) and all(_is_num(x) for x in v)
+    else:
+        ok = v is None or (_is_num(v) if kind == "number" else _is_int(v) if kind == "int"
+                           else isinstance(v, str))
     if not ok:
         raise TraceSchemaError(f"{where}{key}[{i}] must be a {kind}, got {truncate(v, 40)}")
     return v
