@@ -1,4 +1,7 @@
-"""Chrome / Perfetto export: one track per task, well-formed events, no overlap per track."""
+"""Chrome / Perfetto export: one track per task, well-formed events, no overlap per track.
+
+Flows, counters and continuations on a simulated run: ``tests/tracing/test_chrome_flows.py``.
+"""
 
 from __future__ import annotations
 
@@ -20,11 +23,18 @@ from hypothesis import strategies as st
 from rollout_kit.errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.chrome import QUEUED_EVENT, to_chrome_trace
+from tests._chrome_format import check_trace
 from tests._trace_factories import make_traces, record_with_tracer
 
 
 def _x_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for e in trace["traceEvents"] if e["ph"] == "X"]
+
+
+def _span_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    """The phase spans and queue waits (not the session slices and marks nested around
+    and between them)."""
+    return [e for e in _x_events(trace) if e["cat"] in ("phase", "queue")]
 
 
 def _thread_names(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
@@ -34,22 +44,13 @@ def _thread_names(trace: dict[str, Any]) -> dict[tuple[int, int], str]:
 
 def assert_well_formed(trace: dict[str, Any]) -> None:
     assert set(trace) >= {"traceEvents", "displayTimeUnit"}
-    for e in trace["traceEvents"]:
-        assert e["ph"] in ("X", "M")
-        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        assert isinstance(e["name"], str) and e["name"]
-        if e["ph"] == "X":
-            assert isinstance(e["ts"], float | int) and isinstance(e["dur"], float | int)
-            assert e["dur"] >= 0
-            assert {"task_id", "session_id"} <= set(e["args"])
-    named = _thread_names(trace)
-    for e in _x_events(trace):  # every track used has a name
-        assert (e["pid"], e["tid"]) in named
+    assert check_trace(trace) == []
 
 
 def assert_no_overlap_per_track(trace: dict[str, Any]) -> None:
+    """Phase spans of one track sit side by side (the checker allows nesting)."""
     tracks: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
-    for e in _x_events(trace):
+    for e in _span_events(trace):
         tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
     for key, iv in tracks.items():
         iv.sort()
@@ -70,7 +71,7 @@ def test_one_track_per_task_sequential_sessions() -> None:
     for task, tracks in by_task.items():
         assert len(tracks) == 1  # sequential sessions + queue wait share one track
         (track,) = tracks
-        assert track[1] == task  # tid = task_id
+        assert track[1] == task + 1  # tid = task_id + 1: Perfetto reads tid 0 as unset
         assert names[track] == f"task {task}"
 
 
@@ -84,11 +85,11 @@ def test_overlapping_sessions_go_to_sub_tracks() -> None:
     for task in range(5):
         tracks = {(e["pid"], e["tid"]) for e in _x_events(trace) if e["args"]["task_id"] == task}
         assert len(tracks) == 3  # three parallel sessions need three lanes
-        assert {tid % stride for _, tid in tracks} == {task}
+        assert {tid % stride for _, tid in tracks} == {task + 1}
         assert all(names[t].startswith(f"task {task}") for t in tracks)
         # a session's spans stay on one track
         per_session = defaultdict(set)
-        for e in _x_events(trace):
+        for e in _span_events(trace):
             if e["args"]["task_id"] == task and e["name"] != QUEUED_EVENT:
                 per_session[e["args"]["session_id"]].add(e["tid"])
         assert all(len(v) == 1 for v in per_session.values())
@@ -127,7 +128,8 @@ def test_one_process_per_worker() -> None:
     trace = to_chrome_trace(f.spans, tasks=f.tasks)
     procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e["ph"] == "M" and e["name"] == "process_name"}
-    assert sorted(procs.values()) == ["worker w0", "worker w1"]
+    assert sorted(procs.values()) == ["server 127.0.0.1:1", "server 127.0.0.1:2",
+                                      "worker w0", "worker w1"]  # servers: their counters
     for e in _x_events(trace):
         worker = f.tasks.loc[e["args"]["task_id"], S.WORKER]
         assert procs[e["pid"]] == f"worker {worker}"
@@ -138,12 +140,13 @@ def test_worker_column_on_spans_separates_repeated_ids() -> None:
     spans = pd.concat([a.spans.assign(**{S.WORKER: "r0"}), b.spans.assign(**{S.WORKER: "r1"})])
     trace = to_chrome_trace(spans)
     procs = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "process_name"}
+             if e["ph"] == "M" and e["name"] == "process_name"
+             and e["args"]["name"].startswith("worker")}
     assert sorted(procs.values()) == ["worker r0", "worker r1"]
     per_proc = defaultdict(set)
     for e in _x_events(trace):
         per_proc[procs[e["pid"]]].add(e["tid"])
-    assert per_proc == {"worker r0": {0, 1, 2}, "worker r1": {0, 1, 2}}
+    assert per_proc == {"worker r0": {1, 2, 3}, "worker r1": {1, 2, 3}}
     assert_no_overlap_per_track(trace)
 
 
@@ -172,7 +175,7 @@ def test_open_spans_are_left_out_and_counted() -> None:
     spans.loc[0, S.END] = float("nan")
     trace = to_chrome_trace(spans)
     assert trace["otherData"]["open_spans_dropped"] == 1
-    assert len(_x_events(trace)) == len(spans) - 1
+    assert len(_span_events(trace)) == len(spans) - 1
 
 
 def test_real_tracer_frames(tmp_path: Path) -> None:
@@ -195,4 +198,4 @@ def test_no_overlap_property(rows: list[tuple[int, int, float, float]]) -> None:
     trace = to_chrome_trace(spans)
     assert_well_formed(trace)
     assert_no_overlap_per_track(trace)
-    assert len(_x_events(trace)) == len(rows)
+    assert len(_span_events(trace)) == len(rows)

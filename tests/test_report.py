@@ -50,7 +50,10 @@ def test_report_end_to_end(tmp_path: Path, trace_files: list[Path],
     assert len(tasks) == 9
     trace = json.loads((out / CHROME_FILE).read_text())
     procs = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-    assert procs == {"worker w0", "worker w1"}
+    assert procs == {"worker w0", "worker w1", "server 127.0.0.1:8000", "server 127.0.0.1:8001"}
+    assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} == {
+        "queue", "phase", "session", "lifecycle"}  # the sessions frame went in too
+    assert any("bind_id" in e for e in trace["traceEvents"])
     assert "wrote" in capsys.readouterr().out
 
 

@@ -119,6 +119,10 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False,
             written.append(out / name)
         return step
 
+    def chrome() -> None:
+        _chrome(traces, out / CHROME_FILE)
+        written.append(out / CHROME_FILE)
+
     steps: list[tuple[str, Callable[[], None]]] = [
         ("summary", summary_files),
         ("frames", lambda: written.extend(export_frames(traces, out))),
@@ -130,7 +134,7 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False,
         ("concurrency", plot(plotting.plot_concurrency, "concurrency.png", t)),
         ("server_load", plot(plotting.plot_server_load, "server_load.png", se)),
         ("dashboard", plot(plotting.dashboard, "dashboard.png", t, sp, se, window=window)),
-        ("chrome", lambda: written.append(_chrome(traces, out / CHROME_FILE))),
+        ("chrome", chrome),
     ]
     with tqdm(steps, desc="report", unit="step", disable=_no_bar(progress)) as bar:
         for name, step in bar:
@@ -146,9 +150,10 @@ def _measured(summ: analysis.Summary) -> analysis.Summary:
     return dataclasses.replace(summ, latency=lat, throughput=summ.throughput.dropna())
 
 
-def _chrome(traces: Traces, path: Path) -> Path:
-    to_chrome_trace(traces.spans, path, tasks=traces.tasks)
-    return path
+def _chrome(traces: Traces, path: Path) -> dict[str, Any]:
+    """The Chrome / Perfetto trace of every frame: tracks, flows, counters, continuations."""
+    return to_chrome_trace(traces.spans, path, tasks=traces.tasks, sessions=traces.sessions,
+                           events=traces.events)
 
 
 def _no_bar(progress: bool | None) -> bool | None:
@@ -213,6 +218,6 @@ def run_export(args: argparse.Namespace) -> int:
     if out.suffix.lower() == ".jsonl" or out.is_dir():
         raise ConfigError(f"the last path ({out}) is the output file: a .json path")
     traces = _load(sources, progress)
-    trace = to_chrome_trace(traces.spans, out, tasks=traces.tasks)
+    trace = _chrome(traces, out)
     sys.stdout.write(f"wrote {len(trace['traceEvents'])} events to {out}\n")
     return 0

@@ -43,6 +43,8 @@ from ..errors import (
 from ..io import ModelRequest, ModelResponse, StopReason
 from ..tracing import annotate, dump_call, increment
 from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
+from ..tracing.helpers import session_event
+from ..tracing.schema import CONTINUE
 from .backend import Backend, ControlRequest, Segment
 from .base import InferenceEngine
 from .health import ServerHealth
@@ -334,6 +336,7 @@ class RemoteInfEngine(InferenceEngine):
                         server=server, endpoint=self.backend.generate_endpoint)
                 n_cont += 1
                 await self._wait_while_paused(server)
+                session_event(CONTINUE, version=self._version)  # the version it resumes under
         except EngineError as exc:
             annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
             increment(retries=state.retries, continuations=n_cont)

@@ -21,7 +21,15 @@ from . import codes, schema
 from .context import current_session_id, current_task_id
 from .dumps import TrajectoryDump, load_dump, read_areal_dump
 from .frames import Traces
-from .helpers import annotate, atrace_phase, dump_call, increment, trace_phase, trace_session
+from .helpers import (
+    annotate,
+    atrace_phase,
+    dump_call,
+    increment,
+    session_event,
+    trace_phase,
+    trace_session,
+)
 from .imports import read_aiperf, read_areal_sessions_trace, read_vllm_bench
 from .persist import TornTraceWarning, load_traces
 from .phases import phase_color, register_phase, registered_phases
@@ -52,6 +60,7 @@ __all__ = [
     "register_phase",
     "registered_phases",
     "schema",
+    "session_event",
     "trace_phase",
     "trace_session",
 ]

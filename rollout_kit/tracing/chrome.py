@@ -1,24 +1,71 @@
-"""Export the spans frame to the Chrome Trace Event Format (Perfetto, chrome://tracing).
+"""Export the trace frames to the Chrome Trace Event Format (Perfetto, chrome://tracing).
 
-Each task gets its own track (``tid = task_id``, named ``task N``), inside one process
-per worker (``pid``, named by ``process_name`` metadata), so tasks that run at the same time
-render side by side instead of piling onto one thread as in AReaL. Spans are complete
-(``"X"``) events with microsecond ``ts``/``dur``; with ``tasks`` given, the queue wait
-(submit → dispatch) is drawn too.
+Tracks. Each task gets its own track (named ``task N``), inside one process per worker
+(``pid``, named by ``process_name`` metadata), so tasks that run at the same time render
+side by side instead of piling onto one thread as in AReaL. A track never holds partially
+overlapping events: when sessions of one task overlap (n samples in parallel), the extra
+sessions go to sub-tracks ``task N · lane k`` right under the task's track. A track's
+``tid`` is ``k * stride + task_id + 1`` (``stride``, in ``otherData.lane_tid_stride``, a
+power of ten above every ``task_id + 1``): never 0, because Perfetto's JSON tokenizer takes
+``tid`` 0 for "not set" and uses the pid instead (``json_trace_tokenizer.cc``: "Make the tid
+equal to the pid if tid is not set"), which would merge task 0 into the track of the task
+numbered like the worker's pid.
 
-A track never holds overlapping events: when sessions of one task overlap (n samples in
-parallel), the extra sessions go to sub-tracks ``task N · lane k`` right under the task's
-track (``tid = k * stride + task_id`` with ``stride`` a power of ten above every task id).
+Slices are complete (``"X"``) events with microsecond ``ts``/``dur`` (numbers, 3 decimals:
+nanosecond resolution), in ``args`` always ``task_id`` and ``session_id``:
+
+* each phase span (``cat: phase``: ``generate``, ``reward``, …);
+* with ``tasks``: the queue wait ``queued`` (submit → dispatch, ``cat: queue``) and
+  zero-length marks ``submit``, ``dispatch``, ``consume`` (``cat: lifecycle``);
+* with ``sessions``: one ``session N`` slice per session (``cat: session``), its phase spans
+  nested inside (it covers its spans and events should they stick out);
+* with ``events``: a zero-length ``continue`` slice (``cat: continue``) where the engine
+  resent a generation a server had aborted, ``args.version`` the weight version it resumed
+  under.
+
+Flows link a task's steps in time: submit → dispatch → each session → each continuation →
+each ``reward`` span → consume. They are flow events of the format's second version: a
+``bind_id`` on the slice itself, with ``flow_out`` (first step), ``flow_in`` and
+``flow_out`` (later steps) or ``flow_in`` (last step). What Perfetto honours, from its
+importer (google/perfetto, ``src/trace_processor/importers/json/json_trace_parser_impl.cc``
+and ``importers/common/flow_tracker.cc``): a v2 flow is bound right after its own slice is
+pushed, so to that slice ("bind_enclosing_slice is always true for v2 flow events"); a v1
+flow event (``"ph": "s"/"t"/"f"`` with ``id``, ``cat``, ``name``, ``"bp": "e"``) binds to
+whatever slice is on top of its track when it is read — ambiguous for zero-length slices and
+equal timestamps ("if we report a flow event earlier that a corresponding slice then flow
+event would not be added") — and the args of v1 flow events are not kept, so the weight
+version sits on the ``continue`` slice. Flows are matched on ``id`` with ``cat`` and
+``name`` (v1) or on ``bind_id`` alone (v2, an int or a hex string;
+``MaybeExtractFlowIdentifier``); ``id2`` (``{"local"|"global": …}``) is read only for async
+``b``/``e``/``n`` events, so it is never written. A slice holds one ``bind_id``, so a flow is
+one chain (a second start with the same id counts as ``flow_duplicate_id``): one per task
+and lane — sessions that run in parallel sit on different lanes, and each lane's chain
+starts at its own copy of the submit and dispatch marks and ends at its own consume mark
+(lane 0 has the originals).
+
+Counters (``"ph": "C"``, process-scoped): each worker process has ``tasks`` with series
+``queued`` (submitted, not dispatched) and ``in_flight`` (dispatched, not finished); each
+server has a process ``server ADDR`` with ``requests``: ``in_flight`` (its open
+``generate`` spans) and, for streamed runs, ``queued`` (of these, the ones still waiting
+for their first token: a session's ``ttft_s`` is its last call's, so only a session's last
+``generate`` span can be split). Perfetto names the tracks ``tasks in_flight`` etc.
+
+The layout (:func:`chrome_layout`: which slice goes on which track, the flow chains, the
+counter series — plain DataFrames) is computed apart from the JSON writing
+(:func:`to_chrome_trace`), as HolisticTraceAnalysis keeps ``prepare_timeline_events`` apart
+from its drawing.
 
 Usage::
 
     from rollout_kit.tracing.chrome import to_chrome_trace
-    to_chrome_trace(traces.spans, "trace.json", tasks=traces.tasks)  # open in ui.perfetto.dev
+    to_chrome_trace(traces.spans, "trace.json", tasks=traces.tasks, sessions=traces.sessions,
+                    events=traces.events)  # open in ui.perfetto.dev
 """
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +76,76 @@ import pandas as pd
 from ..errors import ConfigError, TraceSchemaError
 from . import schema as S
 
-__all__ = ["QUEUED_EVENT", "to_chrome_trace"]
+__all__ = [
+    "CONSUME_EVENT",
+    "CONTINUE_EVENT",
+    "DISPATCH_EVENT",
+    "QUEUED_EVENT",
+    "SERVER_COUNTER",
+    "SUBMIT_EVENT",
+    "TASK_COUNTER",
+    "ChromeLayout",
+    "chrome_layout",
+    "to_chrome_trace",
+]
 
 QUEUED_EVENT = "queued"
 """Name of the event for a task's queue wait (submit → dispatch)."""
+SUBMIT_EVENT, DISPATCH_EVENT, CONSUME_EVENT = "submit", "dispatch", "consume"
+"""Names of the zero-length lifecycle marks (``cat: lifecycle``)."""
+CONTINUE_EVENT = S.CONTINUE
+"""Name of the zero-length slice of a continuation after a server abort."""
+TASK_COUNTER = "tasks"
+"""Counter of a worker process: series ``queued`` and ``in_flight``."""
+SERVER_COUNTER = "requests"
+"""Counter of a server process: series ``in_flight`` and (streamed runs) ``queued``."""
+
+# slice categories
+CAT_PHASE, CAT_QUEUE, CAT_SESSION = "phase", "queue", "session"
+CAT_LIFECYCLE, CAT_CONTINUE, CAT_COUNTER = "lifecycle", "continue", "counter"
 
 _QUEUE_SESSION = -1  # pseudo session id of the queued segment
 _NO_SESSION = -2  # pseudo session id of spans recorded outside any session
 _DEFAULT_PROCESS = "rollout_kit"
 _SPAN_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.PHASE, S.START, S.END)
+_SESSION_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.START_TS, S.END_TS)
+_EVENT_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.EVENT, S.TS)
+_REWARD = "reward"
+_GENERATE = "generate"
+# order of chain steps that share a timestamp
+_STEP_RANK = {SUBMIT_EVENT: 0, DISPATCH_EVENT: 1, CAT_SESSION: 2, CAT_CONTINUE: 3, _REWARD: 4,
+              CONSUME_EVENT: 5}
+_LIFECYCLE = ((SUBMIT_EVENT, S.SUBMIT_TS), (DISPATCH_EVENT, S.DISPATCH_TS),
+              (CONSUME_EVENT, S.CONSUME_TS))
 
 _F64 = np.ndarray[Any, np.dtype[np.float64]]
 _I64 = np.ndarray[Any, np.dtype[np.int64]]
+
+
+@dataclass
+class ChromeLayout:
+    """What the Chrome trace will show, before any JSON is written.
+
+    Attributes:
+        slices: one row per complete event: ``pid``, ``tid``, ``task``, ``name``, ``cat``,
+            ``ts``/``dur`` (µs), ``session``, ``server``, ``status``, ``version``,
+            ``continuations`` (NA where not applicable), ``bind_id`` (NA: no flow),
+            ``flow_in``, ``flow_out``.
+        tracks: one row per thread track: ``pid``, ``tid``, ``task``, ``lane``, ``name``,
+            ``sort_index``.
+        processes: ``pid``, ``name``, ``sort_index`` of every process used.
+        counters: one row per counter sample: ``pid``, ``name``, ``ts`` (µs), one column
+            per series (``queued``, ``in_flight``; NaN where the series is not drawn).
+        stride: the lane stride of the ``tid`` numbering.
+        open_spans_dropped: spans without an end, left out.
+    """
+
+    slices: pd.DataFrame
+    tracks: pd.DataFrame
+    processes: pd.DataFrame
+    counters: pd.DataFrame
+    stride: int
+    open_spans_dropped: int
 
 
 def _columns(df: object, required: tuple[str, ...], what: str) -> pd.DataFrame:
@@ -57,6 +162,17 @@ def _columns(df: object, required: tuple[str, ...], what: str) -> pd.DataFrame:
 
 def _floats(s: pd.Series[Any]) -> _F64:
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _ints(s: pd.Series[Any], fill: int) -> _I64:
+    return pd.to_numeric(s, errors="coerce").fillna(fill).to_numpy(dtype=np.int64)
+
+
+def _strings(df: pd.DataFrame, col: str, mask: np.ndarray | None = None) -> Any:
+    if col not in df.columns:
+        return None
+    values = df[col].astype("string").to_numpy()
+    return values if mask is None else values[mask]
 
 
 def _greedy_lanes(start: _F64, end: _F64) -> list[int]:
@@ -76,8 +192,9 @@ def _greedy_lanes(start: _F64, end: _F64) -> list[int]:
 def _lanes(group: _I64, start: _F64, end: _F64) -> _I64:
     """Lane of each interval within its group so that no lane holds overlapping ones.
 
-    Inputs must be sorted by (group, start). Groups without any overlap (the common case)
-    are handled vectorised; only overlapping groups go through the greedy loop.
+    Inputs must be sorted by (group, start), group ascending. Groups without any overlap
+    (the common case) are handled vectorised; only overlapping groups go through the greedy
+    loop, each over its own slice of rows.
     """
     lanes = np.zeros(group.size, dtype=np.int64)
     if group.size < 2:
@@ -85,46 +202,121 @@ def _lanes(group: _I64, start: _F64, end: _F64) -> _I64:
     run_max = pd.Series(end).groupby(group).cummax().to_numpy()
     same = group[1:] == group[:-1]
     overlap = same & (start[1:] < run_max[:-1])
-    for g in np.unique(group[1:][overlap]).tolist():
-        idx = np.flatnonzero(group == g)
-        lanes[idx] = _greedy_lanes(start[idx], end[idx])
+    if not overlap.any():
+        return lanes
+    bounds = np.flatnonzero(np.concatenate(([True], ~same, [True])))  # group starts, then n
+    firsts = bounds[:-1]
+    which = np.searchsorted(group[firsts], np.unique(group[1:][overlap]))
+    for a, b in zip(firsts[which].tolist(), bounds[which + 1].tolist(), strict=True):
+        lanes[a:b] = _greedy_lanes(start[a:b], end[a:b])
     return lanes
 
 
-def _units(spans: pd.DataFrame, tasks: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per interval to lay out: each phase span, and each task's queue wait."""
+# -- units: the intervals to lay out on tracks ------------------------------------------
+
+def _span_units(spans: pd.DataFrame) -> pd.DataFrame:
     start, end = _floats(spans[S.START]), _floats(spans[S.END])
     ok = ~(np.isnan(start) | np.isnan(end))
-    units = pd.DataFrame({
+    return pd.DataFrame({
         "task": spans[S.TASK_ID].to_numpy(dtype=np.int64)[ok],
-        "session": pd.to_numeric(spans[S.SESSION_ID], errors="coerce").fillna(_NO_SESSION)
-        .to_numpy(dtype=np.int64)[ok],
+        "session": _ints(spans[S.SESSION_ID], _NO_SESSION)[ok],
         "name": spans[S.PHASE].astype("string").fillna("?").to_numpy()[ok],
-        "start": start[ok], "end": np.maximum(end[ok], start[ok]),
-        "server": (spans[S.SERVER].astype("string").to_numpy()[ok] if S.SERVER in spans.columns
-                   else None),
-        "status": (spans[S.STATUS].astype("string").to_numpy()[ok] if S.STATUS in spans.columns
-                   else None),
-        "worker": (spans[S.WORKER].astype("string").to_numpy()[ok] if S.WORKER in spans.columns
-                   else None),
+        "cat": CAT_PHASE, "start": start[ok], "end": np.maximum(end[ok], start[ok]),
+        "server": _strings(spans, S.SERVER, ok), "status": _strings(spans, S.STATUS, ok),
+        "worker": _strings(spans, S.WORKER, ok), "continuations": pd.NA,
     })
-    if tasks is not None and S.DISPATCH_TS in tasks.columns:
-        submit, dispatch = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.DISPATCH_TS])
-        q = ~(np.isnan(submit) | np.isnan(dispatch)) & (dispatch > submit)
-        queued = pd.DataFrame({
-            "task": tasks[S.TASK_ID].to_numpy(dtype=np.int64)[q], "session": _QUEUE_SESSION,
-            "name": QUEUED_EVENT, "start": submit[q], "end": dispatch[q], "server": None,
-            "status": (tasks[S.STATUS].astype("string").to_numpy()[q]
-                       if S.STATUS in tasks.columns else None),
-            "worker": (tasks[S.WORKER].astype("string").to_numpy()[q]
-                       if S.WORKER in tasks.columns else None)})
-        units = pd.concat([queued, units], ignore_index=True) if len(units) else queued
-    return units
+
+
+def _queue_units(tasks: pd.DataFrame) -> pd.DataFrame | None:
+    if S.DISPATCH_TS not in tasks.columns:
+        return None
+    submit, dispatch = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.DISPATCH_TS])
+    q = ~(np.isnan(submit) | np.isnan(dispatch)) & (dispatch > submit)
+    return pd.DataFrame({
+        "task": tasks[S.TASK_ID].to_numpy(dtype=np.int64)[q], "session": _QUEUE_SESSION,
+        "name": QUEUED_EVENT, "cat": CAT_QUEUE, "start": submit[q], "end": dispatch[q],
+        "server": None, "status": _strings(tasks, S.STATUS, q),
+        "worker": _strings(tasks, S.WORKER, q), "continuations": pd.NA})
+
+
+def _session_units(sessions: pd.DataFrame, spans: pd.DataFrame,
+                   events: pd.DataFrame | None) -> pd.DataFrame:
+    """One ``session N`` slice per session: its own extent, widened to its spans and events."""
+    key = ["task", "session"]
+    sess = pd.DataFrame({
+        "task": sessions[S.TASK_ID].to_numpy(dtype=np.int64),
+        "session": _ints(sessions[S.SESSION_ID], _NO_SESSION),
+        "start": _floats(sessions[S.START_TS]), "end": _floats(sessions[S.END_TS]),
+        "server": _strings(sessions, S.SERVER), "status": _strings(sessions, S.STATUS),
+        "continuations": (pd.to_numeric(sessions[S.CONTINUATIONS], errors="coerce")
+                          .astype("Int64").to_numpy() if S.CONTINUATIONS in sessions.columns
+                          else pd.NA)})
+    sess = sess[np.isfinite(sess["start"].to_numpy()) & np.isfinite(sess["end"].to_numpy())
+                & (sess["session"].to_numpy() >= 0)]
+    hull = spans[spans["session"] >= 0].groupby(key, sort=False).agg(
+        s_start=("start", "min"), s_end=("end", "max"), worker=("worker", "first"))
+    sess = sess.join(hull, on=key)
+    if events is not None and len(events):
+        ev = events.groupby(key, sort=False)["ts"].agg(["min", "max"])
+        sess = sess.join(ev, on=key)
+        sess["s_start"] = np.fmin(sess["s_start"].to_numpy(), sess["min"].to_numpy())
+        sess["s_end"] = np.fmax(sess["s_end"].to_numpy(), sess["max"].to_numpy())
+    start = np.fmin(sess["start"].to_numpy(), sess["s_start"].to_numpy())
+    end = np.fmax(sess["end"].to_numpy(), sess["s_end"].to_numpy())
+    return pd.DataFrame({
+        "task": sess["task"].to_numpy(), "session": sess["session"].to_numpy(),
+        "name": [f"session {s}" for s in sess["session"].tolist()], "cat": CAT_SESSION,
+        "start": start, "end": np.maximum(end, start), "server": sess["server"].to_numpy(),
+        "status": sess["status"].to_numpy(), "worker": sess["worker"].to_numpy(),
+        "continuations": sess["continuations"].to_numpy()})
+
+
+def _event_frame(events: pd.DataFrame) -> pd.DataFrame:
+    ts = _floats(events[S.TS])
+    kind = events[S.EVENT].astype("string").to_numpy()
+    ok = np.isfinite(ts) & (kind == CONTINUE_EVENT)
+    version = (pd.to_numeric(events[S.VERSION], errors="coerce").astype("Int64").to_numpy()
+               if S.VERSION in events.columns else pd.NA)
+    out = pd.DataFrame({"task": events[S.TASK_ID].to_numpy(dtype=np.int64),
+                        "session": _ints(events[S.SESSION_ID], _NO_SESSION), "ts": ts,
+                        "version": version})
+    return pd.DataFrame(out.loc[ok].reset_index(drop=True))
+
+
+# -- processes and tracks -------------------------------------------------------------
+
+def _codes(names: list[str]) -> dict[str, int]:
+    """Process ids: 0 for the default process, workers 1, 2, … in name order."""
+    codes = {n: i + 1 for i, n in enumerate(sorted(set(names) - {_DEFAULT_PROCESS}))}
+    codes[_DEFAULT_PROCESS] = 0
+    return codes
+
+
+def _task_workers(tasks: pd.DataFrame | None) -> pd.Series[Any] | None:
+    if tasks is None or S.WORKER not in tasks.columns:
+        return None
+    return tasks.drop_duplicates(S.TASK_ID).set_index(S.TASK_ID)[S.WORKER].astype("string")
+
+
+def _unit_workers(units: pd.DataFrame, tasks: pd.DataFrame | None) -> pd.Series[Any]:
+    """Each unit's worker: its own ``worker`` column, else its task's worker.
+
+    Without a ``worker`` column on the spans, a task id used by several workers (SPMD ids
+    restart at 0 per rank) is attributed to the first worker listing it.
+    """
+    per_unit = pd.Series(units["worker"].to_numpy(), dtype="string")
+    by_task = _task_workers(tasks)
+    if by_task is not None:
+        per_unit = per_unit.fillna(pd.Series(by_task.reindex(units["task"].to_numpy())
+                                             .to_numpy(), dtype="string"))
+    return per_unit.fillna(_DEFAULT_PROCESS)
 
 
 def _assign_tracks(units: pd.DataFrame) -> pd.DataFrame:
-    """Add ``lane``: sessions (and the queue wait) of one (pid, task) that overlap go to
-    different lanes; so do overlapping spans of one session."""
+    """Add ``slane`` and ``lane``: sessions (and the queue wait) of one (pid, task) that
+    overlap go to different session lanes ``slane``; overlapping phase spans of one session
+    to different sub-lanes (a session slice is on its first); ``lane`` numbers the
+    (slane, sub-lane) pairs of a task densely."""
     units = units.sort_values(["pid", "task", "start", "session"], kind="stable",
                               ignore_index=True)
     owner = ["pid", "task"]
@@ -134,81 +326,405 @@ def _assign_tracks(units: pd.DataFrame) -> pd.DataFrame:
     group = np.asarray(sess.groupby(owner, sort=False).ngroup(), dtype=np.int64)
     sess["slane"] = _lanes(group, sess["start"].to_numpy(), sess["end"].to_numpy())
     units = units.merge(sess[[*owner, "session", "slane"]], on=[*owner, "session"], how="left")
-    key = np.asarray(units.groupby([*owner, "session"], sort=False).ngroup(), dtype=np.int64)
-    order = np.lexsort((units["start"].to_numpy(), key))
-    sub = np.empty(len(units), dtype=np.int64)
-    sub[order] = _lanes(key[order], units["start"].to_numpy()[order],
-                        units["end"].to_numpy()[order])
+    sub = np.zeros(len(units), dtype=np.int64)
+    packed = np.flatnonzero(units["cat"].to_numpy() == CAT_PHASE)
+    if packed.size:
+        p = units.iloc[packed]
+        key = np.asarray(p.groupby([*owner, "session"], sort=False).ngroup(), dtype=np.int64)
+        start, end = p["start"].to_numpy(), p["end"].to_numpy()
+        order = np.lexsort((start, key))
+        sub_p = np.empty(packed.size, dtype=np.int64)
+        sub_p[order] = _lanes(key[order], start[order], end[order])
+        sub[packed] = sub_p
     combined = pd.Series(units["slane"].to_numpy(dtype=np.int64) * 1_000_000 + sub)
     owners = np.asarray(units.groupby(owner, sort=False).ngroup(), dtype=np.int64)
     units["lane"] = (combined.groupby(owners).rank(method="dense")
                      .to_numpy(dtype=np.int64) - 1)
+    units["sub"] = sub
     return units
 
 
-def _worker_pids(units: pd.DataFrame, tasks: pd.DataFrame | None
-                 ) -> tuple[_I64, dict[int, str]]:
-    """One pid per worker: the span's own ``worker`` column, else its task's worker.
+# -- marks and flows --------------------------------------------------------------------
 
-    Without a ``worker`` column on the spans, a task id used by several workers (SPMD ids
-    restart at 0 per rank) is attributed to the first worker listing it.
+def _marks(tasks: pd.DataFrame, codes: dict[str, int]) -> pd.DataFrame:
+    """The lifecycle marks of each task row (submit, dispatch, consume) with its pid."""
+    worker = (tasks[S.WORKER].astype("string").fillna(_DEFAULT_PROCESS).to_numpy()
+              if S.WORKER in tasks.columns else np.full(len(tasks), _DEFAULT_PROCESS))
+    pid = np.asarray([codes[w] for w in worker.tolist()], dtype=np.int64)
+    parts = []
+    for name, col in _LIFECYCLE:
+        if col not in tasks.columns:
+            continue
+        ts = _floats(tasks[col])
+        ok = np.isfinite(ts)
+        parts.append(pd.DataFrame({
+            "pid": pid[ok], "task": tasks[S.TASK_ID].to_numpy(dtype=np.int64)[ok],
+            "name": name, "start": ts[ok], "status": _strings(tasks, S.STATUS, ok)}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["pid", "task", "name", "start", "status"])
+
+
+def _chains(steps: pd.DataFrame) -> pd.DataFrame:
+    """``bind_id``/``flow_in``/``flow_out`` of chain steps grouped by ``chain`` (a label).
+
+    Steps are ordered by time (ties: submit, dispatch, session, continue, reward, consume);
+    a chain of one step gets no flow. Ids count from 1 in chain order.
     """
-    per_unit = pd.Series(units["worker"].to_numpy(), dtype="string")
-    if tasks is not None and S.WORKER in tasks.columns:
-        by_task = (tasks.drop_duplicates(S.TASK_ID).set_index(S.TASK_ID)[S.WORKER]
-                   .astype("string"))
-        per_unit = per_unit.fillna(pd.Series(by_task.reindex(units["task"].to_numpy())
-                                             .to_numpy(), dtype="string"))
-    per_unit = per_unit.fillna(_DEFAULT_PROCESS)
-    names = sorted(set(per_unit.tolist()) - {_DEFAULT_PROCESS})
-    codes = pd.Series(np.arange(len(names), dtype=np.int64) + 1, index=names, dtype="int64")
-    codes[_DEFAULT_PROCESS] = 0
-    pids = codes.reindex(per_unit.to_numpy()).to_numpy(dtype=np.int64)
-    return pids, {int(v): (k if k == _DEFAULT_PROCESS else f"worker {k}")
-                  for k, v in codes.items()}
+    steps = steps.sort_values(["chain", "start", "rank"], kind="stable")
+    chain = steps["chain"].to_numpy()
+    size = steps.groupby("chain", sort=False)["chain"].transform("size").to_numpy()
+    pos = steps.groupby("chain", sort=False).cumcount().to_numpy()
+    linked = size > 1
+    ids = pd.factorize(chain)[0].astype(np.int64) + 1
+    return pd.DataFrame({
+        "row": steps["row"].to_numpy(),
+        "bind_id": pd.arrays.IntegerArray(np.where(linked, ids, 0), ~linked),
+        "flow_in": linked & (pos > 0), "flow_out": linked & (pos < size - 1)})
 
 
-def _metadata(tracks: pd.DataFrame, processes: dict[int, str], stride: int
-              ) -> list[dict[str, Any]]:
-    used = set(tracks["pid"].tolist())
-    events: list[dict[str, Any]] = []
-    for pid, name in sorted(processes.items()):
-        if pid in used:
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                           "args": {"name": name}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                           "args": {"sort_index": pid}})
+# -- counters -----------------------------------------------------------------------------
+
+def _steps(key: np.ndarray, start: _F64, end: _F64) -> pd.DataFrame:
+    """The value after each change of ``count of intervals [start, end) open`` per key.
+
+    ``end`` may be NaN (still open at the end of the trace).
+    """
+    has_end = np.isfinite(end)
+    t = np.concatenate([start, end[has_end]])
+    d = np.concatenate([np.ones(start.size), -np.ones(int(has_end.sum()))])
+    k = np.concatenate([key, key[has_end]])
+    sums = pd.DataFrame({"key": k, "t": t, "d": d}).groupby(["key", "t"], sort=True)["d"].sum()
+    df = sums.reset_index()
+    df["value"] = df.groupby("key", sort=False)["d"].cumsum()
+    return df[["key", "t", "value"]]
+
+
+def _merge_series(series: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per (key, t) change of any series, every series' value at that time."""
+    merged: pd.DataFrame | None = None
+    for name, df in series.items():
+        df = df.rename(columns={"value": name})
+        merged = df if merged is None else merged.merge(df, on=["key", "t"], how="outer")
+    assert merged is not None
+    merged = merged.sort_values(["key", "t"], kind="stable", ignore_index=True)
+    names = list(series)
+    merged[names] = merged.groupby("key", sort=False)[names].ffill().fillna(0.0)
+    return merged
+
+
+def _worker_counters(tasks: pd.DataFrame, codes: dict[str, int]) -> pd.DataFrame | None:
+    worker = (tasks[S.WORKER].astype("string").fillna(_DEFAULT_PROCESS).to_numpy()
+              if S.WORKER in tasks.columns else np.full(len(tasks), _DEFAULT_PROCESS))
+    pid = np.asarray([codes[w] for w in worker.tolist()], dtype=np.int64)
+    submit = _floats(tasks[S.SUBMIT_TS])
+    nan = np.full(len(tasks), np.nan)
+    dispatch = _floats(tasks[S.DISPATCH_TS]) if S.DISPATCH_TS in tasks.columns else nan
+    end = _floats(tasks[S.END_TS]) if S.END_TS in tasks.columns else nan
+    ok = np.isfinite(submit)
+    if not ok.any():
+        return None
+    q_end = np.where(np.isfinite(dispatch), dispatch, end)
+    run = ok & np.isfinite(dispatch)
+    merged = _merge_series({
+        "queued": _steps(pid[ok], submit[ok], q_end[ok]),
+        "in_flight": _steps(pid[run], dispatch[run], end[run])})
+    return merged.rename(columns={"key": "pid"}).assign(name=TASK_COUNTER)
+
+
+def _server_counters(spans: pd.DataFrame, sessions: pd.DataFrame | None,
+                     first_pid: int) -> tuple[pd.DataFrame | None, dict[int, str]]:
+    if S.SERVER not in spans.columns or not len(spans):
+        return None, {}
+    gen = spans[(spans[S.PHASE].astype("string") == _GENERATE).fillna(False)
+                .to_numpy(dtype=bool) & spans[S.SERVER].notna().to_numpy()]
+    start, end = _floats(gen[S.START]), _floats(gen[S.END])
+    ok = np.isfinite(start) & np.isfinite(end)
+    gen, start, end = gen[ok], start[ok], np.maximum(end[ok], start[ok])
+    if not len(gen):
+        return None, {}
+    server = gen[S.SERVER].astype("string").to_numpy()
+    names = sorted(set(server.tolist()))
+    pids = {name: first_pid + i for i, name in enumerate(names)}
+    pid = np.asarray([pids[s] for s in server.tolist()], dtype=np.int64)
+    series = {"in_flight": _steps(pid, start, end)}
+    waiting = _first_token_waits(gen, start, end, sessions)
+    w = np.isfinite(waiting) if waiting is not None else np.zeros(len(gen), dtype=bool)
+    if w.any():
+        assert waiting is not None
+        series["queued"] = _steps(pid[w], start[w], waiting[w])
+    merged = _merge_series(series)
+    if w.any():  # a server without first-token times: its queue is not drawn
+        merged.loc[~merged["key"].isin(np.unique(pid[w])), "queued"] = np.nan
+    return (merged.rename(columns={"key": "pid"}).assign(name=SERVER_COUNTER),
+            {v: f"server {k}" for k, v in pids.items()})
+
+
+def _first_token_waits(gen: pd.DataFrame, start: _F64, end: _F64,
+                       sessions: pd.DataFrame | None) -> _F64 | None:
+    """When each generate span got its first token (NaN: not known): its session's
+    ``ttft_s`` after its start, for the last generate span of a session only."""
+    if sessions is None or S.TTFT_S not in sessions.columns:
+        return None
+    ttft = pd.Series(_floats(sessions[S.TTFT_S]), index=pd.MultiIndex.from_arrays(
+        [sessions[S.TASK_ID].to_numpy(dtype=np.int64),
+         _ints(sessions[S.SESSION_ID], _NO_SESSION)]))
+    ttft = ttft[~ttft.index.duplicated()]
+    task = gen[S.TASK_ID].to_numpy(dtype=np.int64)
+    sess = _ints(gen[S.SESSION_ID], _NO_SESSION)
+    per = ttft.reindex(pd.MultiIndex.from_arrays([task, sess])).to_numpy(dtype=np.float64)
+    last = (pd.DataFrame({"t": task, "s": sess, "start": start})
+            .groupby(["t", "s"])["start"].transform("max").to_numpy() == start)
+    return np.where(last & (sess >= 0) & np.isfinite(per),
+                    np.minimum(start + np.maximum(per, 0.0), end), np.nan)
+
+
+# -- the layout ---------------------------------------------------------------------------
+
+def _lifecycle_slices(tasks: pd.DataFrame, codes: dict[str, int], slanes: pd.DataFrame,
+                      lane_of: pd.Series[Any]) -> pd.DataFrame:
+    """The submit / dispatch / consume marks, one copy on each session lane of the task
+    (a task without any other slice: on lane 0)."""
+    marks = _marks(tasks, codes)
+    lanes = slanes.merge(marks[["pid", "task"]].drop_duplicates(), on=["pid", "task"],
+                         how="right")
+    lanes["slane"] = lanes["slane"].fillna(0).astype(np.int64)
+    marks = marks.merge(lanes, on=["pid", "task"])
+    marks["lane"] = lane_of.reindex(pd.MultiIndex.from_frame(
+        marks[["pid", "task", "slane"]])).fillna(0).to_numpy(dtype=np.int64)
+    return marks.assign(session=_QUEUE_SESSION, cat=CAT_LIFECYCLE, end=marks["start"],
+                        server=None, continuations=None, version=None, sub=0,
+                        chain_rank=[_STEP_RANK[n] for n in marks["name"].tolist()])
+
+
+def _continue_slices(ev: pd.DataFrame, units: pd.DataFrame, default_pid: int,
+                     lane_of: pd.Series[Any]) -> pd.DataFrame:
+    """One zero-length ``continue`` slice per continuation, on its session's track (a
+    session that left no slice: its task's lane 0)."""
+    where = (units[units["cat"] != CAT_QUEUE].drop_duplicates(["task", "session"])
+             .set_index(["task", "session"])[["pid", "slane"]])
+    at = where.reindex(pd.MultiIndex.from_frame(ev[["task", "session"]]))
+    pid_of_task = units.drop_duplicates("task").set_index("task")["pid"]
+    pid = at["pid"].to_numpy(dtype=np.float64)
+    pid = np.where(np.isnan(pid), pid_of_task.reindex(ev["task"].to_numpy())
+                   .to_numpy(dtype=np.float64), pid)
+    pid = np.where(np.isnan(pid), default_pid, pid).astype(np.int64)
+    slane = np.nan_to_num(at["slane"].to_numpy(dtype=np.float64)).astype(np.int64)
+    lane = lane_of.reindex(pd.MultiIndex.from_arrays([pid, ev["task"].to_numpy(), slane])
+                           ).fillna(0).to_numpy(dtype=np.int64)
+    return pd.DataFrame({
+        "task": ev["task"].to_numpy(), "session": ev["session"].to_numpy(),
+        "name": CONTINUE_EVENT, "cat": CAT_CONTINUE, "start": ev["ts"].to_numpy(),
+        "end": ev["ts"].to_numpy(), "server": None, "status": None, "worker": None,
+        "continuations": None, "pid": pid, "slane": slane, "lane": lane, "sub": 0,
+        "version": ev["version"].to_numpy(), "chain_rank": _STEP_RANK[CAT_CONTINUE]})
+
+
+def _add_flows(sl: pd.DataFrame) -> None:
+    """Set ``bind_id``/``flow_in``/``flow_out``: one chain per (pid, task, session lane)."""
+    step = sl["chain_rank"].to_numpy(dtype=np.int64) >= 0
+    sl["bind_id"] = pd.array([pd.NA] * len(sl), dtype="Int64")
+    sl["flow_in"] = False
+    sl["flow_out"] = False
+    if not step.any():
+        return
+    st = sl[step]
+    flows = _chains(pd.DataFrame({
+        "row": np.flatnonzero(step),
+        "chain": st.groupby(["pid", "task", "slane"], sort=False).ngroup().to_numpy(),
+        "start": st["start"].to_numpy(), "rank": st["chain_rank"].to_numpy()}))
+    rows = flows["row"].to_numpy()
+    sl.loc[rows, "bind_id"] = flows["bind_id"].to_numpy()
+    sl.loc[rows, "flow_in"] = flows["flow_in"].to_numpy()
+    sl.loc[rows, "flow_out"] = flows["flow_out"].to_numpy()
+
+
+def _slice_frame(sl: pd.DataFrame) -> pd.DataFrame:
+    """The :attr:`ChromeLayout.slices` columns: µs times, nullable args."""
+    t_start = np.round(sl["start"].to_numpy(dtype=np.float64) * 1e6, 3)  # µs, ns resolution
+    t_end = np.round(sl["end"].to_numpy(dtype=np.float64) * 1e6, 3)
+    session = sl["session"].to_numpy(dtype=np.int64)
+    return pd.DataFrame({
+        "pid": sl["pid"].to_numpy(dtype=np.int64), "tid": sl["tid"].to_numpy(dtype=np.int64),
+        "task": sl["task"].to_numpy(dtype=np.int64), "lane": sl["lane"].to_numpy(np.int64),
+        "name": sl["name"].to_numpy(), "cat": sl["cat"].to_numpy(),
+        "ts": t_start, "dur": np.round(t_end - t_start, 3),  # ts + dur: the rounded end
+        "session": pd.arrays.IntegerArray(np.maximum(session, 0), session < 0),
+        "server": pd.array(sl["server"].to_numpy(), dtype="string"),
+        "status": pd.array(sl["status"].to_numpy(), dtype="string"),
+        "version": pd.array(sl["version"].to_numpy(), dtype="Int64"),
+        "continuations": pd.array(sl["continuations"].to_numpy(), dtype="Int64"),
+        "bind_id": pd.array(sl["bind_id"].to_numpy(), dtype="Int64"),
+        "flow_in": sl["flow_in"].to_numpy(dtype=bool),
+        "flow_out": sl["flow_out"].to_numpy(dtype=bool)})
+
+
+def _tracks(slices: pd.DataFrame) -> pd.DataFrame:
+    tracks = (slices[["pid", "task", "lane", "tid"]].drop_duplicates()
+              .sort_values(["pid", "task", "lane"], ignore_index=True))
     n_lanes = int(tracks["lane"].max()) + 1 if len(tracks) else 1
-    for pid, task, lane in tracks[["pid", "task", "lane"]].itertuples(index=False):
-        tid = int(lane) * stride + int(task)
-        name = f"task {task}" if lane == 0 else f"task {task} · lane {lane}"
-        events.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": tid,
+    tracks["name"] = [f"task {t}" if lane == 0 else f"task {t} · lane {lane}"
+                      for t, lane in zip(tracks["task"].tolist(), tracks["lane"].tolist(),
+                                         strict=True)]
+    tracks["sort_index"] = tracks["task"] * n_lanes + tracks["lane"]
+    return tracks
+
+
+def _counters(spans: pd.DataFrame, tasks: pd.DataFrame | None,
+              sessions: pd.DataFrame | None, codes: dict[str, int]
+              ) -> tuple[pd.DataFrame, dict[int, str]]:
+    """The counter samples (µs) and the server processes they need."""
+    parts = []
+    wc = _worker_counters(tasks, codes) if tasks is not None and len(tasks) else None
+    if wc is not None:
+        parts.append(wc)
+    sc, servers = _server_counters(spans, sessions, max(codes.values()) + 1)
+    if sc is not None:
+        parts.append(sc)
+    counters = (pd.concat(parts, ignore_index=True) if parts
+                else pd.DataFrame(columns=["pid", "name", "t", "queued", "in_flight"]))
+    counters["ts"] = np.round(counters["t"].to_numpy(dtype=np.float64) * 1e6, 3)
+    return (counters.reindex(columns=["pid", "name", "ts", "queued", "in_flight"]),
+            servers)
+
+
+def chrome_layout(spans: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
+                  sessions: pd.DataFrame | None = None,
+                  events: pd.DataFrame | None = None) -> ChromeLayout:
+    """Lay the frames out as Chrome trace slices, tracks, flows and counters (no JSON).
+
+    Arguments as for :func:`to_chrome_trace`.
+
+    Raises:
+        TraceSchemaError: a frame lacks required columns.
+    """
+    spans = _columns(spans, _SPAN_REQUIRED, "spans")
+    if tasks is not None:
+        tasks = _columns(tasks, (S.TASK_ID, S.SUBMIT_TS), "tasks")
+    if sessions is not None:
+        sessions = _columns(sessions, _SESSION_REQUIRED, "sessions")
+    ev = _event_frame(_columns(events, _EVENT_REQUIRED, "events")) if events is not None \
+        else None
+
+    # units: the intervals that decide the tracks (spans, queue waits, sessions)
+    span_units = _span_units(spans)
+    parts = [span_units]
+    if tasks is not None and (queued := _queue_units(tasks)) is not None:
+        parts.insert(0, queued)
+    if sessions is not None and len(sessions):
+        parts.append(_session_units(sessions, span_units, ev))
+    parts = [p for p in parts if len(p)]
+    units = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (
+        parts[0] if parts else span_units)
+    workers = _unit_workers(units, tasks)
+    names = workers.tolist()
+    if tasks is not None and S.WORKER in tasks.columns:
+        names += tasks[S.WORKER].astype("string").dropna().tolist()
+    codes = _codes(names)
+    units["pid"] = np.asarray([codes[w] for w in workers.tolist()], dtype=np.int64)
+    units = _assign_tracks(units) if len(units) else units.assign(slane=0, lane=0, sub=0)
+    max_task = max([int(units["task"].max()) if len(units) else 0,
+                    int(tasks[S.TASK_ID].max()) if tasks is not None and len(tasks) else 0,
+                    int(ev["task"].max()) if ev is not None and len(ev) else 0])
+    stride = 10 ** len(str(max(max_task, 0) + 1))
+
+    # slices: the units, then the marks on the tracks of the lanes they belong to
+    lane_of = (units[units["sub"] == 0].drop_duplicates(["pid", "task", "slane"])
+               .set_index(["pid", "task", "slane"])["lane"])
+    cat = units["cat"].to_numpy()
+    slices = [units.assign(version=None, chain_rank=np.select(  # -1: not a chain step
+        [cat == CAT_SESSION, (cat == CAT_PHASE) & (units["name"].to_numpy() == _REWARD)],
+        [_STEP_RANK[CAT_SESSION], _STEP_RANK[_REWARD]], -1))]
+    if tasks is not None and len(tasks):
+        slices.append(_lifecycle_slices(
+            tasks, codes, units[["pid", "task", "slane"]].drop_duplicates(), lane_of))
+    if ev is not None and len(ev):
+        slices.append(_continue_slices(ev, units, codes[_DEFAULT_PROCESS], lane_of))
+    slices = [x for x in slices if len(x)]
+    sl = pd.concat(slices, ignore_index=True) if len(slices) > 1 else (
+        slices[0] if slices else units.assign(version=None, chain_rank=-1))
+    sl["tid"] = (sl["lane"].to_numpy(dtype=np.int64) * stride
+                 + sl["task"].to_numpy(dtype=np.int64) + 1)
+    _add_flows(sl)
+    out = _slice_frame(sl)
+
+    counters, servers = _counters(spans, tasks, sessions, codes)
+    used = set(out["pid"].tolist()) | set(counters["pid"].tolist())
+    procs = [(pid, name if name == _DEFAULT_PROCESS else f"worker {name}")
+             for name, pid in codes.items() if pid in used]
+    processes = pd.DataFrame(sorted([*procs, *servers.items()]), columns=["pid", "name"])
+    processes["sort_index"] = processes["pid"]
+    return ChromeLayout(slices=out, tracks=_tracks(out), processes=processes,
+                        counters=counters, stride=stride,
+                        open_spans_dropped=int(len(spans) - len(span_units)))
+
+
+# -- writing ------------------------------------------------------------------------------
+
+def _na(v: Any) -> Any:
+    return None if v is None or v is pd.NA else v
+
+
+def _metadata(layout: ChromeLayout) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for pid, name, sort in layout.processes[["pid", "name", "sort_index"]].itertuples(
+            index=False):
+        events.append({"ph": "M", "name": "process_name", "pid": int(pid), "tid": 0,
                        "args": {"name": name}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": int(pid), "tid": tid,
-                       "args": {"sort_index": int(task) * n_lanes + int(lane)}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": int(pid), "tid": 0,
+                       "args": {"sort_index": int(sort)}})
+    for pid, tid, name, sort in layout.tracks[["pid", "tid", "name", "sort_index"]].itertuples(
+            index=False):
+        events.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid),
+                       "args": {"name": name}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": int(pid),
+                       "tid": int(tid), "args": {"sort_index": int(sort)}})
     return events
 
 
-def _span_events(units: pd.DataFrame, tids: _I64, pids: _I64) -> list[dict[str, Any]]:
-    t_start = np.round(units["start"].to_numpy() * 1e6, 3)  # µs, ns resolution
-    t_end = np.round(units["end"].to_numpy() * 1e6, 3)
-    ts, dur = t_start.tolist(), (t_end - t_start).tolist()  # ts + dur == rounded end
-    cat = np.where(units["name"].to_numpy() == QUEUED_EVENT, "queue", "phase").tolist()
-    server = units["server"].tolist()
-    status = units["status"].tolist()
-    return [
-        {"ph": "X", "name": name, "cat": c, "ts": t, "dur": d, "pid": p, "tid": tid,
-         "args": {"task_id": task, "session_id": sess if sess >= 0 else None,
-                  "server": None if sv is None or sv is pd.NA else sv,
-                  "status": None if st is None or st is pd.NA else st}}
-        for name, c, t, d, p, tid, task, sess, sv, st in zip(
-            units["name"].tolist(), cat, ts, dur, pids.tolist(), tids.tolist(),
-            units["task"].tolist(), units["session"].tolist(), server, status, strict=True)
-    ]
+def _slice_events(sl: pd.DataFrame) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name, cat, ts, dur, pid, tid, task, sess, server, status, version, cont, bind, fin, \
+            fout in zip(sl["name"].tolist(), sl["cat"].tolist(), sl["ts"].tolist(),
+                        sl["dur"].tolist(), sl["pid"].tolist(), sl["tid"].tolist(),
+                        sl["task"].tolist(), sl["session"].tolist(), sl["server"].tolist(),
+                        sl["status"].tolist(), sl["version"].tolist(),
+                        sl["continuations"].tolist(), sl["bind_id"].tolist(),
+                        sl["flow_in"].tolist(), sl["flow_out"].tolist(), strict=True):
+        args: dict[str, Any] = {"task_id": task, "session_id": _na(sess),
+                                "server": _na(server), "status": _na(status)}
+        if cat == CAT_CONTINUE:
+            args["version"] = _na(version)
+        elif cat == CAT_SESSION and _na(cont) is not None:
+            args["continuations"] = cont
+        e: dict[str, Any] = {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur,
+                             "pid": pid, "tid": tid, "args": args}
+        if _na(bind) is not None:
+            e["bind_id"] = bind
+            if fin:
+                e["flow_in"] = True
+            if fout:
+                e["flow_out"] = True
+        out.append(e)
+    return out
+
+
+def _counter_events(counters: pd.DataFrame) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for pid, name, ts, queued, in_flight in counters[
+            ["pid", "name", "ts", "queued", "in_flight"]].itertuples(index=False):
+        args: dict[str, Any] = {}
+        if queued == queued:  # not NaN: the series is drawn
+            args["queued"] = int(queued)
+        if in_flight == in_flight:
+            args["in_flight"] = int(in_flight)
+        out.append({"ph": "C", "name": name, "cat": CAT_COUNTER, "pid": int(pid), "ts": ts,
+                    "args": args})
+    return out
 
 
 def to_chrome_trace(spans: pd.DataFrame, path: str | Path | None = None, *,
-                    tasks: pd.DataFrame | None = None) -> dict[str, Any]:
+                    tasks: pd.DataFrame | None = None, sessions: pd.DataFrame | None = None,
+                    events: pd.DataFrame | None = None) -> dict[str, Any]:
     """Build (and optionally write) a Chrome / Perfetto trace with one track per task.
 
     Args:
@@ -216,37 +732,32 @@ def to_chrome_trace(spans: pd.DataFrame, path: str | Path | None = None, *,
             ``server`` and ``status`` go into each event's ``args``). Spans still open
             (no ``end``) are left out and counted in ``otherData``.
         path: where to write the JSON (with orjson); its folder must exist.
-        tasks: the tasks frame; adds the queue-wait events and one process per worker.
+        tasks: the tasks frame; adds the queue wait, the lifecycle marks, the flows, the
+            worker counters and one process per worker.
+        sessions: the sessions frame; adds one slice per session (a flow step) and, with
+            ``ttft_s``, the servers' ``queued`` series.
+        events: the events frame (``Traces.events``); adds the ``continue`` slices.
 
     Returns:
         The trace as a dict: ``traceEvents`` (metadata ``M`` events, then ``X`` events with
-        µs ``ts``/``dur``), ``displayTimeUnit`` and ``otherData``.
+        µs ``ts``/``dur`` and their flows, then ``C`` counter events), ``displayTimeUnit``
+        and ``otherData``.
 
     Raises:
-        TraceSchemaError: ``spans`` / ``tasks`` lack required columns.
+        TraceSchemaError: a frame lacks required columns.
         ConfigError: ``path``'s folder does not exist.
     """
-    spans = _columns(spans, _SPAN_REQUIRED, "spans")
-    if tasks is not None:
-        tasks = _columns(tasks, (S.TASK_ID, S.SUBMIT_TS), "tasks")
     if path is not None and not Path(path).parent.is_dir():
         raise ConfigError(f"cannot write the Chrome trace: folder {Path(path).parent} "
                           "does not exist")
-    units = _units(spans, tasks)
-    pids, processes = _worker_pids(units, tasks)
-    units = _assign_tracks(units.assign(pid=pids))
-    pids = units["pid"].to_numpy(dtype=np.int64)
-    max_task = int(units["task"].max()) if len(units) else 0
-    stride = 10 ** len(str(max(max_task, 0) + 1))
-    tids = units["lane"].to_numpy(dtype=np.int64) * stride + units["task"].to_numpy()
-    tracks = (pd.DataFrame({"pid": pids, "task": units["task"], "lane": units["lane"]})
-              .drop_duplicates().sort_values(["pid", "task", "lane"]))
-    dropped = int(len(spans) - (units["name"] != QUEUED_EVENT).sum())
+    layout = chrome_layout(spans, tasks=tasks, sessions=sessions, events=events)
     trace: dict[str, Any] = {
-        "traceEvents": _metadata(tracks, processes, stride) + _span_events(units, tids, pids),
+        "traceEvents": (_metadata(layout) + _slice_events(layout.slices)
+                        + _counter_events(layout.counters)),
         "displayTimeUnit": "ms",
         "otherData": {"generator": "rollout_kit", "schema_version": S.SCHEMA_VERSION,
-                      "lane_tid_stride": stride, "open_spans_dropped": dropped},
+                      "lane_tid_stride": layout.stride,
+                      "open_spans_dropped": layout.open_spans_dropped},
     }
     if path is not None:
         Path(path).write_bytes(orjson.dumps(trace))

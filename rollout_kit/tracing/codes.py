@@ -1,20 +1,22 @@
-"""The small integer codes a tracer stores: lifecycle marks and statuses.
+"""The small integer codes a tracer stores: lifecycle marks, statuses, session events.
 
 A task's marks are a list indexed by mark code (``marks[END]``), in the order of
 :data:`~rollout_kit.tracing.schema.LIFECYCLE_EVENTS`; statuses are indices into
-:data:`~rollout_kit.tracing.schema.STATUSES`. Use these names, never bare indices.
+:data:`~rollout_kit.tracing.schema.STATUSES`; session event kinds into
+:data:`~rollout_kit.tracing.schema.SESSION_EVENTS`. Use these names, never bare indices.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from .schema import LIFECYCLE_EVENTS, STATUSES
+from .schema import LIFECYCLE_EVENTS, SESSION_EVENTS, STATUSES
 
 __all__ = [
     "ACCEPTED",
     "CANCELLED",
     "CONSUME",
+    "CONTINUE",
     "DISPATCH",
     "END",
     "EVENT_CODES",
@@ -22,6 +24,7 @@ __all__ = [
     "N_MARKS",
     "PENDING",
     "REJECTED",
+    "SESSION_EVENT_CODES",
     "START",
     "STATUS_CODES",
     "SUBMIT",
@@ -42,8 +45,12 @@ REJECTED: Final = 2
 FAILED: Final = 3
 CANCELLED: Final = 4
 
+# -- session event kinds: indices into ``schema.SESSION_EVENTS`` ------------------------
+CONTINUE: Final = 0
+
 EVENT_CODES: Final = {e: i for i, e in enumerate(LIFECYCLE_EVENTS)}
 STATUS_CODES: Final = {s: i for i, s in enumerate(STATUSES)}
+SESSION_EVENT_CODES: Final = {e: i for i, e in enumerate(SESSION_EVENTS)}
 
 if (LIFECYCLE_EVENTS[SUBMIT], LIFECYCLE_EVENTS[DISPATCH], LIFECYCLE_EVENTS[START],
         LIFECYCLE_EVENTS[END], LIFECYCLE_EVENTS[CONSUME]) != (
@@ -52,3 +59,5 @@ if (LIFECYCLE_EVENTS[SUBMIT], LIFECYCLE_EVENTS[DISPATCH], LIFECYCLE_EVENTS[START
 if (STATUSES[PENDING], STATUSES[ACCEPTED], STATUSES[REJECTED], STATUSES[FAILED],
         STATUSES[CANCELLED]) != ("pending", "accepted", "rejected", "failed", "cancelled"):
     raise ImportError(f"status codes do not match schema.STATUSES {STATUSES}")
+if SESSION_EVENTS[CONTINUE] != "continue":
+    raise ImportError(f"session event codes do not match schema.SESSION_EVENTS {SESSION_EVENTS}")

@@ -12,7 +12,7 @@ epoch (NaN when missing), counts are nullable ``Int64``, strings are ``string``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from . import phases
 from . import schema as S
 from .store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED, MISSING, AttrValue, Snapshot
 
-__all__ = ["Traces", "build_traces"]
+__all__ = ["Traces", "build_traces", "empty_events"]
 
 _STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
 _STRING = pd.StringDtype()
@@ -33,6 +33,18 @@ _SESSION_ATTR_DTYPES: dict[str, str] = {
     S.CONTINUATIONS: "Int64", S.RETRIES: "Int64",
 }
 _PHASE_FREE = (S.STATUS, S.START_TS, S.END_TS, S.TOTAL_S)
+_EVENT_DTYPE = pd.CategoricalDtype(list(S.SESSION_EVENTS))
+
+
+def empty_events() -> pd.DataFrame:
+    """An events frame without rows (the columns and dtypes of ``Traces.events``)."""
+    return pd.DataFrame({
+        S.TASK_ID: np.empty(0, dtype=np.int64),
+        S.SESSION_ID: pd.array(np.empty(0, dtype=np.int64), dtype="Int64"),
+        S.EVENT: pd.Categorical.from_codes(np.empty(0, dtype=np.int8), dtype=_EVENT_DTYPE),
+        S.TS: np.empty(0, dtype=np.float64),
+        S.VERSION: pd.array(np.empty(0, dtype=np.int64), dtype="Int64"),
+    })
 
 
 @dataclass
@@ -44,12 +56,16 @@ class Traces:
         sessions: one row per session, indexed by ``(task_id, session_id)``.
         spans: one row per phase span (tidy), the input of a latency timeline.
         wall_epoch: Unix time of ``t = 0``; ``wall_epoch + tasks.submit_ts`` is a Unix time.
+        events: one row per timestamped session event (``task_id``, ``session_id``,
+            ``event``, ``ts`` seconds, ``version``): a ``continue`` when the engine resent a
+            generation a server had aborted, with the weight version it resumed under.
     """
 
     tasks: pd.DataFrame
     sessions: pd.DataFrame
     spans: pd.DataFrame
     wall_epoch: float
+    events: pd.DataFrame = field(default_factory=empty_events)
 
     def to_datetime(self, seconds: pd.Series | float) -> Any:
         """Convert seconds since the epoch (a column or a number) to UTC datetimes."""
@@ -344,4 +360,27 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         sessions = sessions.sort_index(kind="stable")
     if not math.isfinite(wall_epoch):
         wall_epoch = float("nan")
-    return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch)
+    events = (_events(snap, sess_first, epoch_ns) if len(snap.event_task)
+              else empty_events())
+    return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch,
+                  events=events)
+
+
+def _events(snap: Snapshot, sess_first: np.ndarray, epoch_ns: int) -> pd.DataFrame:
+    """The events frame: one row per session event, in (task id, time) order."""
+    row = snap.event_task.astype(np.int64)
+    local = snap.event_session.astype(np.int64)
+    has_sess = local >= 0
+    sess_row = np.where(has_sess, sess_first[row] + local, 0)
+    value = snap.event_value.astype(np.int64)
+    missing = value == MISSING
+    ev = pd.DataFrame({
+        S.TASK_ID: snap.task_id[row],
+        S.SESSION_ID: pd.arrays.IntegerArray(
+            np.where(has_sess, snap.session_id[sess_row], 0).astype(np.int64), ~has_sess),
+        S.EVENT: pd.Categorical.from_codes(snap.event_kind.astype(np.int8),
+                                           dtype=_EVENT_DTYPE),
+        S.TS: _seconds(snap.event_ts, epoch_ns),
+        S.VERSION: pd.arrays.IntegerArray(np.where(missing, 0, value), missing),
+    })
+    return ev.sort_values([S.TASK_ID, S.TS], kind="stable", ignore_index=True)

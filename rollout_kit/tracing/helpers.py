@@ -15,15 +15,19 @@ needed), so workflow code can be instrumented unconditionally::
 
 from __future__ import annotations
 
+from time import perf_counter_ns
+
+from ..errors import ConfigError
 from . import context as ctx
+from .codes import SESSION_EVENT_CODES
 from .dumps import Coordinate, TrajectoryDump
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope
-from .store import AttrValue
+from .store import MISSING, AttrValue
 from .tracer import current_tracer
 
-__all__ = ["annotate", "atrace_phase", "dump_call", "increment", "trace_phase",
-           "trace_session"]
+__all__ = ["annotate", "atrace_phase", "dump_call", "increment", "session_event",
+           "trace_phase", "trace_session"]
 
 
 def trace_phase(name: str) -> PhaseScope:
@@ -59,6 +63,27 @@ def increment(**counts: int | float) -> None:
     sid = ctx.SESSION.get()
     if tr is not None and sid is not None:
         tr.increment(sid, **counts)
+
+
+def session_event(event: str, *, version: int | None = None) -> None:
+    """Record a timestamped ``event`` (one of ``schema.SESSION_EVENTS``, e.g. ``continue``)
+    on the current session, with the weight ``version`` it happened under; no-op without a
+    current session. The events frame (``Traces.events``) has one row per call.
+
+    Raises:
+        ConfigError: an unknown event or a version that is not an int.
+    """
+    kind = SESSION_EVENT_CODES.get(event)
+    if kind is None:
+        raise ConfigError(f"unknown session event {event!r}; use one of "
+                          f"{tuple(SESSION_EVENT_CODES)}")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                or version == MISSING):
+        raise ConfigError(f"session_event(version=...) needs an int, got {version!r}")
+    tr = current_tracer()
+    sid = ctx.SESSION.get()
+    if tr is not None and sid is not None and tr.enabled:
+        tr.live.add_event(sid, kind, perf_counter_ns(), MISSING if version is None else version)
 
 
 def dump_call() -> tuple[TrajectoryDump, Coordinate] | None:

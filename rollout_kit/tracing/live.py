@@ -1,4 +1,5 @@
-"""The live table: tasks not yet finalized, their sessions and open phase spans, one lock.
+"""The live table: tasks not yet finalized, their sessions, open phase spans and session
+events, one lock.
 
 A :class:`~rollout_kit.tracing.tracer.Tracer` owns one :class:`LiveTable`; the scopes of
 :mod:`.scopes` open and close spans and sessions through it, so neither module reaches into
@@ -25,6 +26,7 @@ from .store import (
     FLAG_CLOSED_AT_FINALIZE,
     MISSING,
     AttrValue,
+    EventRow,
     IdSet,
     SessionRow,
     SpanRow,
@@ -79,10 +81,10 @@ class LiveSpan:
 
 
 class LiveTask:
-    """A registered, not yet finalized task: marks, attributes, sessions, spans."""
+    """A registered, not yet finalized task: marks, attributes, sessions, spans, events."""
 
-    __slots__ = ("attrs", "calls", "lock", "marks", "open", "sessions", "spans", "task_id",
-                 "wcode")
+    __slots__ = ("attrs", "calls", "events", "lock", "marks", "open", "sessions", "spans",
+                 "task_id", "wcode")
 
     def __init__(self, task_id: int, lock: threading.Lock, now: int, wcode: int) -> None:
         self.task_id = task_id
@@ -95,6 +97,7 @@ class LiveTask:
         self.sessions: list[LiveSession] | None = None
         self.spans: list[SpanRow] | None = None
         self.open: list[LiveSpan] | None = None
+        self.events: list[EventRow] | None = None  # session events: rare (continuations)
         self.calls = 0  # engine calls outside any session, counted for a trajectory dump
 
     def add_span(self, row: SpanRow) -> None:
@@ -126,7 +129,7 @@ class LiveTask:
              s.end if s.end is not None else open_end, s.attrs or _NO_ATTRS)
             for s in self.sessions] if self.sessions else ()
         store.commit(self.task_id, status, self.wcode, marks, reason, error,
-                     self.attrs or _NO_ATTRS, sessions, self.spans or ())
+                     self.attrs or _NO_ATTRS, sessions, self.spans or (), self.events or ())
         if now is not None:  # finalized: break the task <-> session cycle (freed at once)
             self.sessions = None
 
@@ -291,6 +294,19 @@ class LiveTable:
             n = t.calls
             t.calls = n + 1
             return -1, n
+
+    def add_event(self, session_id: int, kind: int, ts: int, value: int) -> bool:
+        """Record a session event (kind code, ``perf_counter_ns`` time, value or
+        ``MISSING``) on a live session; ``False`` when the session is not live."""
+        with self.lock:
+            s = self.sessions.get(session_id)
+            if s is None:
+                return False
+            t = s.task
+            if t.events is None:
+                t.events = []
+            t.events.append((s.local, kind, ts, value))
+            return True
 
     def open_span(self, span: LiveSpan, name: str, session_id: int | None,
                   task_id: int | None) -> None:

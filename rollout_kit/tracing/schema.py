@@ -14,16 +14,23 @@ Per-phase seconds come in two kinds (both ``float64``, 0.0 where the phase never
   generations give ``generate_session_s == 4.0``), like CPU-seconds. It equals
   ``<phase>_s`` when the task's spans of that phase never overlap, and the sum of the
   sessions' ``<phase>_s`` unless spans of one phase overlap inside one session.
+
+The events frame (``Traces.events``, :data:`EVENT_COLUMNS`) holds timestamped events of a
+session, one row each: ``continue`` when the engine resent a generation a server had aborted,
+with the weight ``version`` it resumed under (the sessions frame's ``continuations`` counts
+them).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "BUILTIN_PHASES",
+    "EVENT_COLUMNS",
     "LIFECYCLE_EVENTS",
     "PHASE_SESSION_SUFFIX",
     "SCHEMA_VERSION",
     "SESSION_COLUMNS",
+    "SESSION_EVENTS",
     "SPAN_COLUMNS",
     "STATUSES",
     "TASK_COLUMNS",
@@ -95,6 +102,15 @@ RAISED = "raised"  # spans column after SPAN_COLUMNS: the phase body raised an e
 
 SPAN_COLUMNS = (TASK_ID, SESSION_ID, PHASE, START, END, DURATION, SERVER, STATUS,
                 CLOSED_AT_FINALIZE)
+
+# -- events frame (one row per timestamped event of a session) ---------------------------
+EVENT = "event"
+TS = "ts"
+VERSION = "version"  # the weight version the engine held at the event
+CONTINUE = "continue"  # the engine resent a generation a server had aborted
+SESSION_EVENTS = (CONTINUE,)  # the kinds of session events, in code order
+
+EVENT_COLUMNS = (TASK_ID, SESSION_ID, EVENT, TS, VERSION)
 
 
 PHASE_SESSION_SUFFIX = "_session_s"

@@ -18,10 +18,13 @@ Records (the JSONL lines and what ``Tracer.drain_records`` returns) are plain di
      "error": null, "marks": [0, 10, 20, 90, null], "attrs": {...},
      "sessions": [{"session_id": 3, "status": "accepted", "start": 21, "end": 80,
                    "attrs": {"server": "127.0.0.1:30000", "prompt_tokens": 12}}],
-     "spans": [[0, "generate", 22, 60, 0]]}   # [session index or -1, phase, start, end, flags]
+     "spans": [[0, "generate", 22, 60, 0]],   # [session index or -1, phase, start, end, flags]
+     "events": [[0, "continue", 41, 3]]}      # [session index, kind, ts, weight version]
     {"kind": "mark", "task_id": 7, "worker": "w0", "event": "consume", "ts": 120}
 
-Times in records are integer nanoseconds relative to the header's ``epoch_ns``.
+Times in records are integer nanoseconds relative to the header's ``epoch_ns``. ``events``
+(timestamped session events, e.g. a continuation after a server abort) is present only when
+the task has some; the version is ``null`` when not known.
 """
 
 from __future__ import annotations
@@ -36,14 +39,21 @@ import numpy as np
 
 from ..errors import ConfigError, TraceSchemaError
 from . import phases
-from .codes import EVENT_CODES, STATUS_CODES
-from .schema import LIFECYCLE_EVENTS, PHASE_SESSION_SUFFIX, SCHEMA_VERSION, STATUSES
+from .codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
+from .schema import (
+    LIFECYCLE_EVENTS,
+    PHASE_SESSION_SUFFIX,
+    SCHEMA_VERSION,
+    SESSION_EVENTS,
+    STATUSES,
+)
 
 __all__ = [
     "FLAG_CLOSED_AT_FINALIZE",
     "FLAG_RAISED",
     "FORMAT",
     "MISSING",
+    "EventRow",
     "IdSet",
     "Snapshot",
     "Store",
@@ -61,6 +71,7 @@ _SCALARS = (str, int, float, bool, type(None))
 AttrValue = str | int | float | bool | None
 SessionRow = tuple[int, int, int, int, Mapping[str, AttrValue]]  # id, status, start, end, attrs
 SpanRow = tuple[int, int, int, int, int]  # session index | -1, phase code, start, end, flags
+EventRow = tuple[int, int, int, int]  # session index, kind code, ts, value (MISSING: none)
 
 
 def check_attrs(attrs: Mapping[str, object], reserved: frozenset[str]) -> None:
@@ -176,6 +187,13 @@ class Snapshot:
     mark_worker: np.ndarray
     mark_event: np.ndarray
     mark_ts: np.ndarray
+    # session events (rare: continuations after a server abort): the task's row, the
+    # session's index within the task, kind code, ts, value (MISSING: none)
+    event_task: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    event_session: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    event_kind: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    event_ts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    event_value: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -191,6 +209,7 @@ T_STRIDE = T_MARKS + len(LIFECYCLE_EVENTS)
 S_STRIDE = 4  # session_id, status, start, end
 P_STRIDE = 5  # session index | -1, phase code, start, end, flags
 M_STRIDE = 4  # task_id, worker, event, ts
+E_STRIDE = 5  # task row, session index, kind, ts, value
 
 
 def _rows(a: array[int], stride: int) -> np.ndarray:
@@ -200,7 +219,7 @@ def _rows(a: array[int], stride: int) -> np.ndarray:
 
 
 class Store:
-    """Columnar buffers of committed tasks, sessions, spans and late marks.
+    """Columnar buffers of committed tasks, sessions, spans, session events and late marks.
 
     Numbers of one row are stored side by side in one flat ``array('q')`` per table (one
     ``extend`` per row instead of one ``append`` per field), read back as a 2-D numpy view.
@@ -211,6 +230,7 @@ class Store:
         self.sessions = array("q")
         self.spans = array("q")
         self.marks = array("q")
+        self.events = array("q")  # rarely any: continuations after a server abort
         self.workers: list[str | None] = []
         self.reason = _Sparse()
         self.error = _Sparse()
@@ -231,6 +251,11 @@ class Store:
         return len(self.spans) // P_STRIDE
 
     @property
+    def n_events(self) -> int:
+        """Number of committed session events."""
+        return len(self.events) // E_STRIDE
+
+    @property
     def n_marks(self) -> int:
         """Number of late marks."""
         return len(self.marks) // M_STRIDE
@@ -246,8 +271,10 @@ class Store:
 
     def commit(self, task_id: int, status: int, worker: int, marks: list[int],
                reason: str | None, error: str | None, attrs: Mapping[str, AttrValue],
-               sessions: Sequence[SessionRow], spans: Sequence[SpanRow]) -> None:
-        """Append one finished task with its sessions and spans (read, never kept)."""
+               sessions: Sequence[SessionRow], spans: Sequence[SpanRow],
+               events: Sequence[EventRow] = ()) -> None:
+        """Append one finished task with its sessions, spans and session events (read,
+        never kept)."""
         row = len(self.tasks) // T_STRIDE
         self.tasks.extend((task_id, status, worker, len(sessions), len(spans), *marks))
         if reason is not None:
@@ -265,6 +292,11 @@ class Store:
             buf.extend((sid, sstatus, start, end))
         if spans:
             self.spans.extend(chain.from_iterable(spans))
+        if events:
+            ev = self.events
+            for e in events:
+                ev.append(row)
+                ev.extend(e)
 
     def add_mark(self, task_id: int, worker: int, event: int, ts: int) -> None:
         """Append a mark for an already committed task."""
@@ -280,6 +312,7 @@ class Store:
         s = _rows(self.sessions, S_STRIDE)
         p = _rows(self.spans, P_STRIDE)
         m = _rows(self.marks, M_STRIDE)
+        e = _rows(self.events, E_STRIDE)
         n = len(t)
         return Snapshot(
             task_id=t[:, T_ID], status=t[:, T_STATUS].astype(np.int8),
@@ -295,12 +328,14 @@ class Store:
             span_flags=p[:, 4],
             mark_task=m[:, 0], mark_worker=m[:, 1].astype(np.int16),
             mark_event=m[:, 2].astype(np.int8), mark_ts=m[:, 3],
+            event_task=e[:, 0], event_session=e[:, 1], event_kind=e[:, 2], event_ts=e[:, 3],
+            event_value=e[:, 4],
         )
 
     def copy(self) -> Store:
         """A deep copy of the buffers (for a snapshot that adds live tasks)."""
         c = Store()
-        for name in ("tasks", "sessions", "spans", "marks"):
+        for name in ("tasks", "sessions", "spans", "marks", "events"):
             setattr(c, name, array("q", getattr(self, name)))
         c.workers = list(self.workers)
         c.reason, c.error = self.reason.copy(), self.error.copy()
@@ -319,6 +354,7 @@ class Store:
         s_attr_rows = _rows_by_owner(self.session_attrs, session_from)
         reasons = _rows_by_owner({"r": self.reason, "e": self.error}, task_from)
         names = phases.phase_names()
+        events = _events_by_row(self.events, task_from) if self.events else {}
         T, Ss, P = self.tasks, self.sessions, self.spans
         out: list[dict[str, Any]] = []
         srow, prow = session_from, span_from
@@ -340,13 +376,18 @@ class Store:
                               P[o + 4]])
                 prow += 1
             re = reasons.get(row, {})
-            out.append({
+            rec: dict[str, Any] = {
                 "kind": "task", "task_id": T[b], "worker": self.workers[T[b + T_WORKER]],
                 "status": STATUSES[T[b + T_STATUS]], "reason": re.get("r"),
                 "error": re.get("e"),
                 "marks": [rel(T[b + T_MARKS + i]) for i in range(len(LIFECYCLE_EVENTS))],
                 "attrs": t_attr_rows.get(row, {}), "sessions": sessions, "spans": spans,
-            })
+            }
+            if row in events:
+                rec["events"] = [[local, SESSION_EVENTS[kind], ts - epoch_ns,
+                                  None if value == MISSING else value]
+                                 for local, kind, ts, value in events[row]]
+            out.append(rec)
         M = self.marks
         for i in range(mark_from, len(M) // M_STRIDE):
             o = i * M_STRIDE
@@ -416,9 +457,14 @@ class Store:
              int(flags))
             for local, name, start, end, flags in rec["spans"]
         ]
+        events: list[EventRow] = [
+            (int(local), SESSION_EVENT_CODES[kind], int(t) + shift,
+             MISSING if value is None else int(value))
+            for local, kind, t, value in rec.get("events") or ()
+        ]
         self.commit(int(rec["task_id"]), STATUS_CODES[rec["status"]], self.worker_code(worker),
                     marks, rec.get("reason"), rec.get("error"), dict(rec.get("attrs") or {}),
-                    sessions, spans)
+                    sessions, spans, events)
 
 
 def _rows_by_owner(cols: dict[str, _Sparse], from_row: int) -> dict[int, dict[str, AttrValue]]:
@@ -432,6 +478,18 @@ def _rows_by_owner(cols: dict[str, _Sparse], from_row: int) -> dict[int, dict[st
             start -= 1
         for j in range(start, len(rows)):
             out.setdefault(rows[j], {})[name] = col.values[j]
+    return out
+
+
+def _events_by_row(buf: array[int], from_row: int) -> dict[int, list[EventRow]]:
+    """``task row -> its event rows`` for task rows at or after ``from_row``."""
+    out: dict[int, list[EventRow]] = {}
+    # rows are increasing: scan back from the end to the first row >= from_row
+    i = len(buf) - E_STRIDE
+    while i >= 0 and buf[i] >= from_row:
+        i -= E_STRIDE
+    for o in range(i + E_STRIDE, len(buf), E_STRIDE):
+        out.setdefault(buf[o], []).append((buf[o + 1], buf[o + 2], buf[o + 3], buf[o + 4]))
     return out
 
 
