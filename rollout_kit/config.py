@@ -170,7 +170,13 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EngineConfig:
-    """How an engine talks to its servers."""
+    """How an engine talks to its servers.
+
+    ``trace_context``: inside a traced task, every generate request carries a W3C
+    ``traceparent`` header whose trace is the task's and whose parent span is the session's
+    (:func:`rollout_kit.tracing.traceparent`), so a server exporting OpenTelemetry spans
+    (vLLM ``--otlp-traces-endpoint``) makes its request span a child of the session.
+    """
 
     routing: RoutingPolicy = "round_robin"
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -184,6 +190,7 @@ class EngineConfig:
     health_probe_interval: float = 1.0
     max_continuations: int = 64
     record_text: bool = True
+    trace_context: bool = True
 
     def __post_init__(self) -> None:
         _check(self.routing in ("round_robin", "least_in_flight", "sticky"),

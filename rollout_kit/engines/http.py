@@ -358,14 +358,20 @@ class HttpClient:
 
     async def request(self, server: str, method: str, endpoint: str, *,
                       payload: Any = None, params: Mapping[str, str] | None = None,
-                      timeout: float, hint: str = "") -> bytes:
-        """One attempt; returns the raw 2xx body or raises a mapped :class:`EngineError`."""
+                      timeout: float, hint: str = "",
+                      headers: Mapping[str, str] | None = None) -> bytes:
+        """One attempt; returns the raw 2xx body or raises a mapped :class:`EngineError`.
+
+        ``headers`` are sent as given (``json_headers`` adds the JSON content type); by
+        default a request with a payload says it is JSON.
+        """
         data = orjson.dumps(payload) if payload is not None else None
+        if headers is None and data is not None:
+            headers = _JSON_HEADERS
         try:
             async with self.session().request(
                     method, base_url(server) + endpoint, data=data, params=params,
-                    headers=_JSON_HEADERS if data is not None else None,
-                    timeout=self._timeout(timeout)) as resp:
+                    headers=headers, timeout=self._timeout(timeout)) as resp:
                 body = await resp.read()
                 if resp.status >= 400:
                     raise make_status_error(resp.status, body, server=server,
@@ -388,7 +394,8 @@ class HttpClient:
         return parse_json(body, server=server, endpoint=endpoint, hint=hint)
 
     async def stream_sse(self, server: str, endpoint: str, payload: Any, *, timeout: float,
-                         hint: str = "") -> AsyncIterator[SSEEvent]:
+                         hint: str = "", headers: Mapping[str, str] | None = None
+                         ) -> AsyncIterator[SSEEvent]:
         """POST ``payload`` and yield each decoded ``data:`` event with its arrival time.
 
         Ends at ``data: [DONE]``. A stream that closes before ``[DONE]`` raises
@@ -398,7 +405,7 @@ class HttpClient:
         url = base_url(server) + endpoint
         with map_aiohttp_errors(server, endpoint):
             async with self.session().post(url, data=orjson.dumps(payload),
-                                           headers=_JSON_HEADERS,
+                                           headers=headers or _JSON_HEADERS,
                                            timeout=self._timeout(timeout)) as resp:
                 if resp.status >= 400:
                     body = await resp.read()
@@ -426,6 +433,11 @@ class HttpClient:
         raise EngineResponseError(
             f"{server} {endpoint}: the event stream ended before 'data: [DONE]'",
             server=server, endpoint=endpoint)
+
+
+def json_headers(extra: Mapping[str, str]) -> dict[str, str]:
+    """The JSON content type plus ``extra`` (e.g. a ``traceparent``), for one call."""
+    return {**_JSON_HEADERS, **extra}
 
 
 _END = SSEEvent(0, None)  # sentinel: ``data: [DONE]``

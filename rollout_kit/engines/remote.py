@@ -41,7 +41,7 @@ from ..errors import (
     truncate,
 )
 from ..io import ModelRequest, ModelResponse, StopReason
-from ..tracing import annotate, dump_call, increment
+from ..tracing import annotate, dump_call, increment, traceparent
 from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from ..tracing.helpers import session_event
 from ..tracing.schema import CONTINUE
@@ -53,6 +53,7 @@ from .http import (
     RetryState,
     call_with_retries,
     is_connect_failure,
+    json_headers,
     parse_json,
 )
 from .output import Output, output_budget, parse_addresses
@@ -302,6 +303,8 @@ class RemoteInfEngine(InferenceEngine):
             if g.seed is None:
                 g = g.with_seed(dumping[0].seed_for(dumping[1]))
             segments = []
+        tp = traceparent() if self.config.trace_context else None
+        headers = json_headers({"traceparent": tp}) if tp is not None else None
         prompt = list(req.input_ids)
         budget = output_budget(g, len(prompt)) if prompt else g.max_new_tokens
         key = route_key(req.rid, req.metadata)
@@ -315,7 +318,8 @@ class RemoteInfEngine(InferenceEngine):
                 text = None if prompt else (req.text or "") + out.text
                 ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
                 room = budget - len(out.tokens)
-                seg, server = await self._segment(key, ids, text, g, room, server, state)
+                seg, server = await self._segment(key, ids, text, g, room, server, state,
+                                                  headers)
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
                     budget = output_budget(g, len(prompt))
@@ -388,7 +392,8 @@ class RemoteInfEngine(InferenceEngine):
 
     async def _segment(self, key: str, input_ids: list[int] | None, text: str | None,
                        gconfig: GenerationConfig, max_new_tokens: int, prefer: str | None,
-                       state: RetryState) -> tuple[Segment, str]:
+                       state: RetryState, headers: dict[str, str] | None
+                       ) -> tuple[Segment, str]:
         """One server response (with retries), and the server that gave it.
 
         The first attempt is written out flat (most requests end there): no closure, no
@@ -405,14 +410,15 @@ class RemoteInfEngine(InferenceEngine):
         router.started(server)
         try:
             if cfg.stream:
-                seg = await self._stream_once(server, payload, timeout)
+                seg = await self._stream_once(server, payload, timeout, headers)
             else:  # _send without its frame
-                seg = self._parse(server, await self._post(server, payload, timeout))
+                seg = self._parse(server, await self._post(server, payload, timeout, headers))
         except EngineError as exc:
             router.finished(server)
             if is_connect_failure(exc):
                 router.mark_down(server)
-            return await self._retry(key, payload, prefer, state, [server], exc, started)
+            return await self._retry(key, payload, prefer, state, [server], exc, started,
+                                     headers)
         except BaseException:
             router.finished(server)
             raise
@@ -421,7 +427,7 @@ class RemoteInfEngine(InferenceEngine):
 
     async def _retry(self, key: str, payload: dict[str, Any], prefer: str | None,
                      state: RetryState, failed: list[str], first: EngineError,
-                     started: float) -> tuple[Segment, str]:
+                     started: float, headers: dict[str, str] | None) -> tuple[Segment, str]:
         """The attempts after a failed first one, under the retry policy."""
         cfg = self.config
 
@@ -429,7 +435,7 @@ class RemoteInfEngine(InferenceEngine):
             server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
             self.router.started(server)
             try:
-                return await self._send(server, payload, timeout), server
+                return await self._send(server, payload, timeout, headers), server
             except EngineError as exc:
                 failed.append(server)
                 if is_connect_failure(exc):
@@ -461,26 +467,27 @@ class RemoteInfEngine(InferenceEngine):
         except _PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, body) from None
 
-    def _post(self, server: str, payload: dict[str, Any],
-              timeout: float) -> Coroutine[Any, Any, bytes]:
+    def _post(self, server: str, payload: dict[str, Any], timeout: float,
+              headers: dict[str, str] | None) -> Coroutine[Any, Any, bytes]:
         """The generate request's coroutine (not awaited here: no frame of its own)."""
         return self._http.request(server, "POST", self.backend.generate_endpoint,
                                   payload=payload, timeout=timeout,
-                                  hint=self.backend.wrong_flavour_hint)
+                                  hint=self.backend.wrong_flavour_hint, headers=headers)
 
-    async def _send(self, server: str, payload: dict[str, Any], timeout: float) -> Segment:
+    async def _send(self, server: str, payload: dict[str, Any], timeout: float,
+                    headers: dict[str, str] | None) -> Segment:
         """One attempt on ``server`` (streamed or not)."""
         if self.config.stream:
-            return await self._stream_once(server, payload, timeout)
-        return self._parse(server, await self._post(server, payload, timeout))
+            return await self._stream_once(server, payload, timeout, headers)
+        return self._parse(server, await self._post(server, payload, timeout, headers))
 
-    async def _stream_once(self, server: str, payload: dict[str, Any],
-                           timeout: float) -> Segment:
+    async def _stream_once(self, server: str, payload: dict[str, Any], timeout: float,
+                           headers: dict[str, str] | None) -> Segment:
         parser = self.backend.stream_parser()
         versions: list[int] = []
         async for event in self._http.stream_sse(
                 server, self.backend.generate_endpoint, payload, timeout=timeout,
-                hint=self.backend.wrong_flavour_hint):
+                hint=self.backend.wrong_flavour_hint, headers=headers):
             try:
                 parser.feed(event.data, event.t_ns)
             except _PARSE_ERRORS as exc:

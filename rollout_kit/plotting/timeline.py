@@ -221,12 +221,43 @@ def _segments(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, rows: _Row
     return segs
 
 
+#: the server's own segments of a request (``server_spans=``), drawn inside the rows
+SERVER_SEGMENTS = (("server queue", "queue_s", "#94a3b8"),
+                   ("server prefill", "prefill_s", "#f97316"),
+                   ("server decode", "decode_s", "#4f46e5"))
+
+
+def _server_segments(server_spans: pd.DataFrame, rows: _Rows, by: str
+                     ) -> list[tuple[str, str, _F64, _F64, _F64]]:
+    """(kind, colour, start, end, y) of the server's queue / prefill / decode per request.
+
+    Each joined server span (``rollout_kit.otel.join_server_spans(...).spans``) starts at its
+    ``start_ts`` (the request's arrival at the server, trace clock) and runs its
+    ``queue_s``, ``prefill_s`` and ``decode_s`` back to back, on its session's (or task's)
+    row; missing values draw nothing.
+    """
+    need = (S.TASK_ID, S.SESSION_ID, "start_ts", *(col for _, col, _ in SERVER_SEGMENTS))
+    df = analysis.require_columns(server_spans, need, "server spans")
+    target: pd.Index[Any] = (pd.MultiIndex.from_frame(_session_keys(df)) if by == "session"
+                             else pd.Index(df[S.TASK_ID].astype("int64")))
+    pos = rows.key.get_indexer(target)
+    y = np.where(pos >= 0, rows.y[pos], np.nan)
+    t = _floats(df["start_ts"])
+    out: list[tuple[str, str, _F64, _F64, _F64]] = []
+    for kind, col, color in SERVER_SEGMENTS:
+        end = t + _floats(df[col])
+        out.append((kind, color, t, end, y))
+        t = np.where(np.isfinite(end), end, t)
+    return out
+
+
 def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
                   by: Literal["task", "session"] = "task",
                   color_by: Literal["phase", "status", "server"] = "phase",
                   sort: Literal["submit", "dispatch", "duration"] = "submit",
                   ax: Axes | None = None, labels: bool | None = None, height: float = 0.8,
-                  legend: bool = True, mark_status: bool = True, **style: Any) -> Axes:
+                  legend: bool = True, mark_status: bool = True,
+                  server_spans: pd.DataFrame | None = None, **style: Any) -> Axes:
     """The latency timeline: one row per task (or session), time on x.
 
     x is seconds since the first submit. Each row shows the queue wait (submit → dispatch,
@@ -251,6 +282,10 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         legend: draw the legend.
         mark_status: mark the rows of non-accepted tasks (needs ``status`` in the tasks
             frame); each status is one collection with gid ``"timeline:mark:<status>"``.
+        server_spans: the server's own spans joined to the sessions
+            (``rollout_kit.otel.join_server_spans(...).spans``): its queue, prefill and
+            decode of each request drawn as thin bars inside the row (gids
+            ``"timeline:server queue"`` …).
         **style: passed to the phase collections (``alpha``, ``edgecolor``…).
 
     Returns:
@@ -302,6 +337,16 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         ax.add_collection(pc, autolim=False)
         xmax = max(xmax, float(np.nanmax(np.fmax(start, end))) - t0)
         handles.append(Patch(facecolor=color, label=kind, hatch=extra.get("hatch")))
+    if server_spans is not None and not server_spans.empty:
+        for kind, color, start, end, y in _server_segments(server_spans, rows, by):
+            path = _rects_path(start - t0, end - t0, y, height * 0.35)
+            if path is None:
+                continue
+            ax.add_collection(PathCollection([path], facecolors=color, edgecolors="none",
+                                             linewidths=0, zorder=3, gid=f"timeline:{kind}"),
+                              autolim=False)
+            xmax = max(xmax, float(np.nanmax(end)) - t0)
+            handles.append(Patch(facecolor=color, label=kind))
     n = len(rows.task)
     unit = "sessions" if by == "session" else "tasks"
     xmin, pad = 0.0, xmax * 0.004

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from .faults import FaultPlan
@@ -75,6 +76,10 @@ class SimConfig:
             (right for about ``accuracy`` of the prompts). Other prompts get seeded filler.
             See ``rollout_kit.sim.answers``.
         mean_output_tokens: mean length (EOS included) of random completions.
+        otlp_traces_endpoint: an OTLP/HTTP ``/v1/traces`` URL on loopback: each finished
+            request is exported there as an ``llm_request`` span with vLLM's attribute
+            names, a child of its ``traceparent`` (see :mod:`rollout_kit.sim.otlp`; needs the
+            ``otel`` extra).
         honor_seed: ``False`` makes the server ignore the ``seed`` sampling parameter (a
             seeded sample then varies like an unseeded one): a server that cannot reproduce.
         default_max_tokens: vLLM's ``max_tokens`` default (16).
@@ -114,6 +119,7 @@ class SimConfig:
     accuracy: float = 0.7
     mean_output_tokens: int = 64
     honor_seed: bool = True
+    otlp_traces_endpoint: str | None = None
     default_max_tokens: int = 16
     default_max_new_tokens: int = 128
     max_logprobs: int = 20
@@ -159,6 +165,12 @@ class SimConfig:
                f"got {self.paused_new_requests!r}")
         _check(self.faults is None or isinstance(self.faults, FaultPlan),
                "SimConfig.faults must be a FaultPlan or None")
+        ep = self.otlp_traces_endpoint
+        if ep is not None:
+            url = urlsplit(ep) if isinstance(ep, str) else None
+            _check(url is not None and url.scheme in ("http", "https")
+                   and url.hostname in ("127.0.0.1", "localhost", "::1"),
+                   f"SimConfig.otlp_traces_endpoint must be an http URL on loopback, got {ep!r}")
         tok = self.tokenizer
         _check(tok is None or (isinstance(tok, str | Path) and str(tok) != ""),
                f"SimConfig.tokenizer must be a path or None, got {tok!r}")

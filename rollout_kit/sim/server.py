@@ -26,6 +26,7 @@ from .config import ApiName, SimConfig
 from .context import ServerContext
 from .faults import FaultPlan
 from .http_util import CTX_KEY, BadBody, json_response, read_json
+from .otlp import SpanExporter
 from .sglang import add_sglang_routes
 from .state import SimEngine
 from .tokenizer import load_tokenizer
@@ -66,6 +67,7 @@ class SimServer:
         self._replica = replica
         self.engine = SimEngine(self.config, self.tokenizer, replica=replica)
         self._ctx: ServerContext | None = None
+        self._spans: SpanExporter | None = None
 
     # -- addresses ----------------------------------------------------------------------------
     @property
@@ -117,6 +119,13 @@ class SimServer:
             self.engine.weight_label = old.weight_label
         self.engine.bind(loop)
         self._loop = loop
+        endpoint = self.config.otlp_traces_endpoint
+        if endpoint is not None:
+            exporter = SpanExporter(endpoint, service=f"sim-{self.api}",
+                                    model=self.config.model_name)
+            exporter.start()
+            self.engine.span_sink = exporter.add
+            self._spans = exporter
         ctx = ServerContext(api=self.api, config=self.config, engine=self.engine,
                             faults=self.faults, tokenizer=self.tokenizer, host=self.host)
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -158,6 +167,9 @@ class SimServer:
                     tr.abort()
         await runner.cleanup()
         self.engine.close()
+        if self._spans is not None:
+            await self._spans.close()
+            self._spans = None
 
     async def restart(self, downtime: float = 0.0) -> None:
         """``stop``, wait ``downtime`` seconds, ``start`` on the same port."""

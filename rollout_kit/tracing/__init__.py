@@ -29,6 +29,7 @@ from .helpers import (
     session_event,
     trace_phase,
     trace_session,
+    traceparent,
 )
 from .imports import read_aiperf, read_areal_sessions_trace, read_vllm_bench
 from .persist import TornTraceWarning, load_traces
@@ -63,4 +64,5 @@ __all__ = [
     "session_event",
     "trace_phase",
     "trace_session",
+    "traceparent",
 ]

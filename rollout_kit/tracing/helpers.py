@@ -26,8 +26,12 @@ from .scopes import PhaseScope, SessionScope
 from .store import MISSING, AttrValue
 from .tracer import current_tracer
 
-__all__ = ["annotate", "atrace_phase", "dump_call", "increment", "session_event",
-           "trace_phase", "trace_session"]
+__all__ = ["TASK_SPAN_ID", "annotate", "atrace_phase", "dump_call", "increment", "session_event",
+           "session_span_id", "trace_id", "trace_phase", "trace_session", "traceparent"]
+
+#: the span id of a task's own span (the root of its trace): a session's span ids never
+#: reach the top bit
+TASK_SPAN_ID = 1 << 63
 
 
 def trace_phase(name: str) -> PhaseScope:
@@ -103,3 +107,29 @@ def dump_call() -> tuple[TrajectoryDump, Coordinate] | None:
         return None
     sample, call = counted
     return dump, Coordinate(task, sid if sample >= 0 else None, sample, call)
+
+
+def trace_id(prefix: str, task_id: int) -> str:
+    """The W3C trace id (32 hex digits) of task ``task_id`` under a tracer's ``prefix``."""
+    return f"{prefix}{task_id & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+def session_span_id(session_id: int | None) -> int:
+    """The span id of a session (``session_id + 1``: never 0), or the task's own span id."""
+    return TASK_SPAN_ID if session_id is None else session_id + 1
+
+
+def traceparent() -> str | None:
+    """The W3C ``traceparent`` header value for an engine call made now, or ``None``.
+
+    Its trace is the current task's (:func:`trace_id`), its parent span the current
+    session's (:func:`session_span_id`; the task's own span outside a session), sampled. A
+    server span that names it as parent is joined to the session
+    (:func:`rollout_kit.otel.join_server_spans`).
+    """
+    tr = current_tracer()
+    task = ctx.TASK.get()
+    if tr is None or task is None:
+        return None
+    return (f"00-{trace_id(tr.trace_prefix, task)}-"
+            f"{session_span_id(ctx.SESSION.get()):016x}-01")

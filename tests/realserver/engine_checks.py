@@ -26,6 +26,7 @@ from rollout_kit.controller import RolloutController
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.errors import EngineBadRequestError
 from rollout_kit.io import ModelRequest, ModelResponse
+from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.replay import replay_async
 from rollout_kit.tracing import Tracer, load_dump
 from rollout_kit.workflows import SingleTurnWorkflow
@@ -39,6 +40,7 @@ __all__ = [
     "check_controller_single_turn",
     "check_error_shapes",
     "check_seeded_replay",
+    "check_server_spans",
     "check_streaming",
     "check_text_prompt",
     "check_token_ids_and_logprobs",
@@ -406,3 +408,38 @@ async def check_continuation_replay(server: RealServer, dump_dir: str) -> pd.Dat
     assert (frame["status"] == "identical").all(), frame[["status", "first_divergence",
                                                            "reason"]]
     return frame
+
+
+async def check_server_spans(server: RealServer, receiver: OtlpReceiver) -> pd.DataFrame:
+    """The server's own span of each request, joined to the session that sent it.
+
+    Every generate request carries a ``traceparent`` naming its task's trace and its
+    session's span; the server exports an ``llm_request`` span per request as a child of it,
+    and the join puts the server's queue, prefill, decode and e2e times beside the client's.
+    """
+    wf = SingleTurnWorkflow(lambda *a, **k: 0.0, GenerationConfig(
+        n_samples=2, max_new_tokens=16, ignore_eos=True))
+    kwargs: dict[str, Any] = {server.flavour: [server.address]}
+    cfg = EngineConfig(retry=_RETRY, timeouts=_TIMEOUTS)
+    async with RolloutController(engine_config=cfg, **kwargs) as ctl:
+        results = await ctl.rollout_batch_async(
+            [{"input_ids": server.ids(9)}, {"prompt": server.text}], wf, timeout=120)
+        assert [r.status for r in results] == ["accepted", "accepted"]
+        # the exporter sends in batches: wait for this controller's 4 request spans
+        await receiver.wait_for_async(4, timeout=60, trace_prefix=ctl.tracer.trace_prefix)
+        sessions, tracer = ctl.sessions(), ctl.tracer
+    view = join_server_spans(sessions, receiver.spans(), trace_prefix=tracer.trace_prefix,
+                             wall_epoch=tracer.wall_epoch)
+    assert view.counts.get("joined") == 4, (view.counts, view.unmatched["why"].tolist())
+    s = view.sessions
+    assert (s["server_spans"] == 1).all()
+    assert (s["server_e2e_s"] > 0).all() and (s["server_queue_s"] >= 0).all()
+    assert (s["server_e2e_s"] <= s["generate_s"]).all(), s[["server_e2e_s", "generate_s"]]
+    assert (s["client_overhead_s"] >= 0).all()
+    # the server span starts inside the session (one clock: wall time through the anchor)
+    assert ((s["server_start_ts"] >= s["start_ts"] - 0.005)
+            & (s["server_start_ts"] <= s["end_ts"])).all()
+    spans = view.spans
+    assert (spans["name"] == "llm_request").all() and (spans["kind"] == "SERVER").all()
+    assert (spans["e2e_s"] > 0).all()
+    return s

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rollout_kit.otel import OtlpReceiver
 from rollout_kit.testing import VLLMCPUServer
 from tests.realserver.engine_checks import (
     RealServer,
@@ -21,6 +22,7 @@ from tests.realserver.engine_checks import (
     check_controller_single_turn,
     check_error_shapes,
     check_seeded_replay,
+    check_server_spans,
     check_streaming,
     check_text_prompt,
     check_token_ids_and_logprobs,
@@ -76,3 +78,10 @@ async def test_seeded_sampling_replays_token_identical(real: RealServer, tmp_pat
 async def test_continued_generation_replays_token_identical(real: RealServer,
                                                             tmp_path: Path) -> None:
     await check_continuation_replay(real, str(tmp_path))
+
+
+async def test_server_spans_join_the_sessions(real: RealServer,
+                                              vllm_cpu_otlp: OtlpReceiver | None) -> None:
+    if vllm_cpu_otlp is None:
+        pytest.skip("the otel extra is not installed: the server runs without tracing")
+    await check_server_spans(real, vllm_cpu_otlp)

@@ -117,7 +117,8 @@ class _Formatter:
         return o
 
 
-def _sequences(ctx: ServerContext, req: GenRequest) -> list[SimSequence]:
+def _sequences(ctx: ServerContext, req: GenRequest,
+               trace_parent: str | None) -> list[SimSequence]:
     """``n`` sequences per prompt, ids ``<rid>`` (or ``<rid>_<j>`` when ``n > 1``)."""
     engine = ctx.engine
     seqs: list[SimSequence] = []
@@ -126,7 +127,8 @@ def _sequences(ctx: ServerContext, req: GenRequest) -> list[SimSequence]:
             rid = req.rids[i] if req.n == 1 else f"{req.rids[i]}_{j}"
             seqs.append(engine.new_sequence(rid, prompt, spec, index=len(seqs),
                                             sample_index=j, client_rid=req.client_rids[i],
-                                            prompt_text=req.prompt_texts[i]))
+                                            prompt_text=req.prompt_texts[i],
+                                            trace_parent=trace_parent))
     return seqs
 
 
@@ -167,7 +169,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             return _fault_response(ctx, fault)
         if fault.kind == "hang":
             return flat_error("Server is shutting down.", 503, "503")
-    seqs = _sequences(ctx, req)
+    seqs = _sequences(ctx, req, request.headers.get("traceparent"))
     if engine.capacity_left() < len(seqs):
         message = "The request queue is full."
         if stream:

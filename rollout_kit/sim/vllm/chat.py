@@ -102,7 +102,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if early is not None:
         return early
     rid = f"chatcmpl-{c.request_id}" if c.request_id else f"chatcmpl-{ctx.next_id()}"
-    seqs = make_sequences(ctx, rid, [prompt], [prompt_text], [spec], c.n, c.request_id)
+    seqs = make_sequences(ctx, rid, [prompt], [prompt_text], [spec], c.n, c.request_id,
+                          request.headers.get("traceparent"))
     model = ctx.config.model_name
     if c.stream:
         return await _stream(request, ctx, c, rid, prompt, seqs, top if want_lp else None)

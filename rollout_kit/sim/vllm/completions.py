@@ -100,7 +100,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if early is not None:
         return early
     rid = f"cmpl-{c.request_id}" if c.request_id else _completion_id(ctx)
-    seqs = make_sequences(ctx, rid, prompts, texts, specs, c.n, c.request_id)
+    seqs = make_sequences(ctx, rid, prompts, texts, specs, c.n, c.request_id,
+                          request.headers.get("traceparent"))
     mark_aborts(fault, seqs)
     model = ctx.config.model_name
     if c.stream:

@@ -51,7 +51,8 @@ async def gate_and_fault(ctx: ServerContext,
 
 def make_sequences(ctx: ServerContext, rid: str, prompts: list[list[int]],
                    texts: list[str | None], specs: list[SamplingSpec], n: int,
-                   client_rid: str | None) -> list[SimSequence]:
+                   client_rid: str | None, trace_parent: str | None = None
+                   ) -> list[SimSequence]:
     """``n`` sequences per prompt, ids ``<rid>-<index>``."""
     seqs = []
     engine = ctx.engine
@@ -60,7 +61,8 @@ def make_sequences(ctx: ServerContext, rid: str, prompts: list[list[int]],
             idx = i * n + j
             seqs.append(engine.new_sequence(f"{rid}-{idx}", prompt, spec, index=idx,
                                             sample_index=j, client_rid=client_rid,
-                                            prompt_text=texts[i]))
+                                            prompt_text=texts[i],
+                                            trace_parent=trace_parent))
     return seqs
 
 
