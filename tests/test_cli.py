@@ -257,7 +257,8 @@ def test_demo_with_no_accepted_task_exits_1_with_the_reason(tmp_path: Path) -> N
 # -- the command table and --help ------------------------------------------------------------
 
 def test_subcommands_are_an_explicit_table() -> None:
-    assert set(SUBCOMMANDS) == {"sim", "demo", "report", "export", "serve", "load", "replay"}
+    assert set(SUBCOMMANDS) == {"sim", "demo", "report", "export", "serve", "load", "replay",
+                                "convert"}
     for cmd in SUBCOMMANDS.values():
         assert isinstance(cmd, Subcommand) and callable(cmd.add_arguments) and callable(cmd.run)
 

@@ -3,7 +3,8 @@
 The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
 demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
 :mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`),
-``replay`` (exact replay of a trajectory dump, over :mod:`rollout_kit.replay`);
+``replay`` (exact replay of a trajectory dump, over :mod:`rollout_kit.replay`), ``convert``
+(JSONL traces to Parquet, over :mod:`rollout_kit.tracing`);
 ``rollout-kit sim`` lives with the simulator (:mod:`rollout_kit.sim.cli`).
 
 :data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
@@ -112,6 +113,18 @@ def _replay_run(args: argparse.Namespace) -> int:
     return replay.run(args)
 
 
+def _convert_arguments(parser: argparse.ArgumentParser) -> None:
+    from . import convert
+
+    convert.add_arguments(parser)
+
+
+def _convert_run(args: argparse.Namespace) -> int:
+    from . import convert
+
+    return convert.run(args)
+
+
 def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     from . import serve
 
@@ -139,6 +152,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                        _load_arguments, _load_run),
     "replay": Subcommand("re-issue a trajectory dump's calls with their seeds and compare",
                          _replay_arguments, _replay_run),
+    "convert": Subcommand("compact JSONL traces to Parquet (what Tracer.close() does)",
+                          _convert_arguments, _convert_run),
 }
 
 # bad input: exit 2 like an argparse usage error; anything else that went wrong: exit 1

@@ -12,7 +12,8 @@
 
 Modules import one way: ``schema`` ← ``codes``, ``phases`` ← ``store`` ← ``live`` (the live
 table: lock, live tasks, sessions, spans) ← ``context`` ← ``scopes`` ← ``tracer`` ←
-``helpers``; ``frames``/``persist`` sit beside ``live`` and feed ``tracer``.
+``helpers``; ``frames``/``persist`` sit beside ``live`` and feed ``tracer``; ``parquet``
+(the Parquet form) sits under ``persist``, over ``frames``.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from .helpers import (
     traceparent,
 )
 from .imports import read_aiperf, read_areal_sessions_trace, read_vllm_bench
-from .persist import TornTraceWarning, load_traces
+from .persist import StaleParquetWarning, TornTraceWarning, compact_trace, load_traces
 from .phases import phase_color, register_phase, registered_phases
 from .remote import reanchor
 from .tracer import Tracer, current_tracer
 
 __all__ = [
+    "StaleParquetWarning",
     "TornTraceWarning",
     "Tracer",
     "Traces",
@@ -45,6 +47,7 @@ __all__ = [
     "annotate",
     "atrace_phase",
     "codes",
+    "compact_trace",
     "current_session_id",
     "current_task_id",
     "current_tracer",

@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from . import phases
 from . import schema as S
-from .store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED, MISSING, AttrValue, Snapshot
+from .store import (
+    FLAG_CLOSED_AT_FINALIZE,
+    FLAG_RAISED,
+    MISSING,
+    AttrValue,
+    AttrValues,
+    Snapshot,
+)
 
 __all__ = ["Traces", "build_traces", "empty_events"]
 
@@ -80,7 +87,16 @@ def _seconds(ns: np.ndarray, epoch_ns: int) -> np.ndarray:
     return out
 
 
-def _infer(values: list[AttrValue]) -> str:
+# the column kind of an attribute array read from Parquet (one Python type per array)
+_ARRAY_KINDS = {np.dtype(bool): "boolean", np.dtype(np.int64): "Int64",
+                np.dtype(np.float64): "float64", np.dtype(object): "string"}
+
+
+def _infer(values: AttrValues) -> str:
+    if isinstance(values, np.ndarray):
+        return _ARRAY_KINDS.get(values.dtype, "object")
+    if isinstance(values, pd.Categorical):
+        return "string"  # of str categories (read from Parquet)
     kinds = set(map(type, values))
     kinds.discard(type(None))
     if not kinds:
@@ -96,38 +112,50 @@ def _infer(values: list[AttrValue]) -> str:
     return "object"
 
 
-def _column(n: int, rows: np.ndarray, values: list[AttrValue], dtype: str | None) -> Any:
-    """A length-``n`` column with ``values`` at ``rows`` and NA elsewhere."""
+def _column(n: int, rows: np.ndarray, values: AttrValues, dtype: str | None) -> Any:
+    """A length-``n`` column with ``values`` at ``rows`` and NA elsewhere.
+
+    ``values`` is a list, or a typed array or a Categorical of str (read from Parquet) that
+    gives the same column as the list of its Python values would.
+    """
+    if not isinstance(values, list) and dtype not in (None, _infer(values)):
+        # a well-known column of another type: the list rules
+        values = cast("list[AttrValue]", values.tolist())
     kind = dtype or _infer(values)
+    if isinstance(values, pd.Categorical):  # strings by code: no Python object per row
+        codes = np.full(n, -1, dtype=np.int64)
+        codes[rows] = values.codes
+        words = pd.array(np.asarray(values.categories, dtype=object), dtype=_STRING)
+        return words.take(codes, allow_fill=True)
     try:
         if kind == "Int64":
             data = np.zeros(n, dtype=np.int64)
             mask = np.ones(n, dtype=bool)
-            if values:
+            if len(values):
                 data[rows] = np.asarray(values, dtype=np.int64)
                 mask[rows] = False
             return pd.arrays.IntegerArray(data, mask)
         if kind == "float64":
             f = np.full(n, np.nan)
-            if values:
+            if len(values):
                 f[rows] = np.asarray(values, dtype=np.float64)
             return f
         if kind == "boolean":
             b = np.zeros(n, dtype=bool)
             bmask = np.ones(n, dtype=bool)
-            if values:
+            if len(values):
                 b[rows] = np.asarray(values, dtype=bool)
                 bmask[rows] = False
             return pd.arrays.BooleanArray(b, bmask)
         if kind == "string":
             obj = np.full(n, None, dtype=object)
-            if values:
+            if len(values):
                 obj[rows] = np.asarray(values, dtype=object)
             return pd.array(obj, dtype=_STRING)
     except (TypeError, ValueError, OverflowError):
         pass  # a well-known column holding unexpected types: fall back to object
     obj = np.full(n, None, dtype=object)
-    if values:
+    if len(values):
         obj[rows] = np.asarray([*values, None], dtype=object)[:-1]
     return obj
 
@@ -338,9 +366,12 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
 
     # -- spans ----------------------------------------------------------------------------
     server = s_cols[S.SERVER]
-    span_server = pd.array(np.full(n_span, None, dtype=object), dtype=_STRING)
-    if n_span and n_sess:
-        span_server[has_sess] = server[span_sess[has_sess]]
+    if isinstance(server, pd.api.extensions.ExtensionArray) and n_sess:
+        span_server = server.take(span_sess, allow_fill=True)  # -1 (no session): NA
+    else:
+        span_server = pd.array(np.full(n_span, None, dtype=object), dtype=_STRING)
+        if n_span and n_sess:
+            span_server[has_sess] = server[span_sess[has_sess]]
     spans = pd.DataFrame({
         S.TASK_ID: snap.task_id[span_task],
         S.SESSION_ID: pd.arrays.IntegerArray(

@@ -36,6 +36,7 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..errors import ConfigError, TraceSchemaError
 from . import phases
@@ -53,6 +54,7 @@ __all__ = [
     "FLAG_RAISED",
     "FORMAT",
     "MISSING",
+    "AttrValues",
     "EventRow",
     "IdSet",
     "Snapshot",
@@ -69,6 +71,9 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _SCALARS = (str, int, float, bool, type(None))
 
 AttrValue = str | int | float | bool | None
+# the values of one sparse attribute column in a snapshot: a list, or (read from Parquet) a
+# numpy array of one type — int64, float64, bool — or a Categorical of str
+AttrValues = list[AttrValue] | np.ndarray | pd.Categorical
 SessionRow = tuple[int, int, int, int, Mapping[str, AttrValue]]  # id, status, start, end, attrs
 SpanRow = tuple[int, int, int, int, int]  # session index | -1, phase code, start, end, flags
 EventRow = tuple[int, int, int, int]  # session index, kind code, ts, value (MISSING: none)
@@ -172,12 +177,12 @@ class Snapshot:
     error: list[str | None]
     n_sessions: np.ndarray
     n_spans: np.ndarray
-    task_attrs: dict[str, tuple[np.ndarray, list[AttrValue]]]
+    task_attrs: dict[str, tuple[np.ndarray, AttrValues]]
     session_id: np.ndarray
     session_status: np.ndarray
     session_start: np.ndarray
     session_end: np.ndarray
-    session_attrs: dict[str, tuple[np.ndarray, list[AttrValue]]]
+    session_attrs: dict[str, tuple[np.ndarray, AttrValues]]
     span_session: np.ndarray
     span_phase: np.ndarray
     span_start: np.ndarray
@@ -305,7 +310,7 @@ class Store:
     # -- reading ------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Copy every buffer into numpy arrays (call under the owner's lock)."""
-        def sparse(cols: dict[str, _Sparse]) -> dict[str, tuple[np.ndarray, list[AttrValue]]]:
+        def sparse(cols: dict[str, _Sparse]) -> dict[str, tuple[np.ndarray, AttrValues]]:
             return {k: (_np(c.rows, np.int64), list(c.values)) for k, c in cols.items()}
 
         t = _rows(self.tasks, T_STRIDE)
@@ -498,3 +503,4 @@ def _dense(n: int, col: _Sparse) -> list[str | None]:
     for r, v in zip(col.rows, col.values, strict=True):
         out[r] = v  # type: ignore[assignment]
     return out
+

@@ -44,7 +44,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ConfigError, TraceStateError, UnknownTaskIdError, truncate
+from ..errors import (
+    ConfigError,
+    TraceSchemaError,
+    TraceStateError,
+    UnknownTaskIdError,
+    truncate,
+)
 from ..ids import validate_task_id
 from . import context as ctx
 from . import schema as S
@@ -52,7 +58,8 @@ from .codes import EVENT_CODES, PENDING, STATUS_CODES
 from .dumps import TrajectoryDump
 from .frames import Traces, build_traces
 from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
-from .persist import append_records
+from .parquet import read_info, write_snapshot
+from .persist import append_records, compact_trace, parquet_path, source_info
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope, TaskScope
 from .store import FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
@@ -85,23 +92,35 @@ class Tracer:
         dump: a :class:`~rollout_kit.tracing.dumps.TrajectoryDump` (or its directory):
             every engine call inside a traced task writes its replay coordinate there;
             flushed with the traces.
+        parquet: with a ``path``, :meth:`close` also compacts the trace to Parquet next to
+            it (``X.jsonl`` → ``X.parquet``, :attr:`parquet_path`), which ``load_traces``
+            reads several times faster than the JSONL; the JSONL stays, the crash-safe
+            log. Default on; ``False`` writes the JSONL only.
 
     Attributes:
         epoch_ns: ``perf_counter_ns()`` at creation / last reset; frame times are seconds
             since this instant.
         wall_epoch: ``time.time()`` at the same instant.
+        parquet_path: where :meth:`close` writes the Parquet form (``None``: no path, or
+            ``parquet=False``).
     """
 
     def __init__(self, *, path: str | os.PathLike[str] | None = None,
                  flush_threshold: int = 1024, worker: str | None = None,
                  enabled: bool = True,
-                 dump: TrajectoryDump | str | os.PathLike[str] | None = None) -> None:
+                 dump: TrajectoryDump | str | os.PathLike[str] | None = None,
+                 parquet: bool = True) -> None:
         if isinstance(flush_threshold, bool) or not isinstance(flush_threshold, int) \
                 or flush_threshold < 1:
             raise ConfigError(f"flush_threshold must be an int >= 1, got {flush_threshold!r}")
         if worker is not None and not isinstance(worker, str):
             raise ConfigError(f"worker must be a str or None, got {worker!r}")
         self.path = Path(path) if path is not None else None
+        if self.path is not None and self.path.suffix == ".parquet":
+            raise ConfigError(f"path {os.fspath(self.path)!r} is the JSONL log (e.g. "
+                              "trace.jsonl); its Parquet form is written next to it on close()")
+        self.parquet_path = parquet_path(self.path) if self.path is not None and parquet \
+            else None
         self.flush_threshold = flush_threshold
         self.worker = worker
         self.enabled = bool(enabled)
@@ -122,12 +141,27 @@ class Tracer:
         self.live.restart()
         self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
+        self._drained = False  # records left the store (drain_records): the file has more
+        self._compacted: int | None = None  # JSONL size the Parquet form was written at
         if self.path is not None:
             try:
                 append_records(self.path, [self._header()], truncate=True)
             except OSError as exc:
                 raise ConfigError(f"cannot write the trace file {os.fspath(self.path)!r}: "
                                   f"{exc.strerror or exc}") from exc
+            self._remove_stale_parquet()
+
+    def _remove_stale_parquet(self) -> None:
+        """Delete a Parquet form compacted from an earlier life of the (truncated) JSONL."""
+        pq, path = self.parquet_path, self.path
+        if pq is None or path is None or not pq.is_file():
+            return
+        try:
+            source = read_info(pq).source
+        except TraceSchemaError:
+            return  # not a trace of ours: leave it
+        if source is not None and source.get("name") == path.name:
+            pq.unlink(missing_ok=True)
 
     def _header(self) -> dict[str, Any]:
         return {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,
@@ -428,6 +462,7 @@ class Tracer:
             with self.live.lock:
                 recs, _cursor = self._store.records(self.epoch_ns, *self._cursor)
                 drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
+                self._drained = self._drained or bool(drained)
                 self._store = Store()
                 self._wcode = self._store.worker_code(self.worker)
                 self._cursor = (0, 0, 0, 0)
@@ -470,9 +505,44 @@ class Tracer:
         with self._io_lock, self.live.lock:
             self._start_epoch()
 
+    def compact(self) -> Path | None:
+        """Flush, then write the Parquet form of the JSONL to :attr:`parquet_path`.
+
+        From the columns in memory (no JSONL parsing) unless records were drained, then from
+        the file. Nothing is rewritten when the JSONL has not grown since the last time.
+        Live tasks are in neither form until they are finalized.
+
+        Returns:
+            The Parquet path, or ``None`` (no path, ``parquet=False`` or a disabled tracer).
+        """
+        if self.path is None or self.parquet_path is None or not self.enabled:
+            self.flush()
+            return None
+        if self.dump is not None:
+            self.dump.flush()
+        with self._io_lock:
+            with self.live.lock:
+                recs, self._cursor = self._store.records(self.epoch_ns, *self._cursor)
+                snap = None if self._drained else self._store.snapshot()
+                header = self._header()
+            if recs:
+                append_records(self.path, recs)
+            size = self.path.stat().st_size
+            if size != self._compacted or not self.parquet_path.is_file():
+                if snap is None:
+                    compact_trace(self.path, self.parquet_path)
+                else:
+                    write_snapshot(self.parquet_path, snap, self.epoch_ns, self.wall_epoch,
+                                   {"headers": [header],
+                                    "source": source_info(self.path, size)})
+                self._compacted = size
+        return self.parquet_path
+
     def close(self) -> None:
-        """Flush pending records. The tracer stays usable (later records are appended)."""
-        self.flush()
+        """Flush pending records and, unless ``parquet=False``, compact them to Parquet
+        (:meth:`compact`). The tracer stays usable (later records are appended; the next
+        ``close`` compacts again)."""
+        self.compact()
 
     def __enter__(self) -> Tracer:
         return self
