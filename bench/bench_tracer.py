@@ -1,4 +1,5 @@
-"""Benchmark the tracer: per-session cost, bytes per finished session, DataFrame build time.
+"""Benchmark the tracer: per-session cost, bytes per finished session, DataFrame build time,
+loading a trace back (JSONL, its Parquet form, ``pandas.read_json``).
 
 Run: ``.venv/bin/python bench/bench_tracer.py [--smoke|--quick|--full]``.
 
@@ -31,6 +32,7 @@ __all__ = ["rows"]
 US_TARGET = 10.0
 BYTES_TARGET = 1024
 BUILD_TARGET_S = 2.0
+LOAD_PARQUET_TARGET_S = 2.0
 AREAL_US = 43.6  # AReaL SessionTracer, same sequence, same kind of machine (issue 9)
 
 
@@ -144,7 +146,8 @@ def timed(fn: Callable[[], object], reps: int) -> list[float]:
 
 
 def rows(size: Size = "quick") -> list[Row]:
-    """Rows 3 (µs per session), 4 (bytes per session) and 5 (DataFrame build)."""
+    """Rows 3 (µs per session), 4 (bytes per session), 5 (DataFrame build) and loading
+    (JSONL, Parquet — issue 18 — and ``pandas.read_json`` side by side)."""
     n_call = {"smoke": 2_000, "quick": 50_000, "full": 200_000}[size]
     n_mem = {"smoke": 2_000, "quick": 100_000, "full": 100_000}[size]
     n_build = {"smoke": 4_000, "quick": 1_000_000, "full": 1_000_000}[size]
@@ -183,28 +186,46 @@ def rows(size: Size = "quick") -> list[Row]:
         tr = Tracer(path=path, flush_threshold=4096)
         t0 = time.perf_counter()
         fill_realistic(tr, n_build)
-        tr.close()
+        tr.flush()
         fill_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        tr.close()  # compacts the JSONL to Parquet next to it (from the columns in memory)
+        compact_s = time.perf_counter() - t0
+        parquet = path.with_suffix(".parquet")
         gc.collect()
         gc.freeze()
         try:
             build = timed(tr.frames, 3)
+            # interleaved: Parquet, JSONL, Parquet, read_json, Parquet (load drift hits all)
+            load_pq = timed(lambda: load_traces(parquet), 1)
             load = timed(lambda: load_traces(path), 1 if size != "smoke" else 2)
+            load_pq += timed(lambda: load_traces(parquet), 1)
             rj = timed(lambda: pd.read_json(path, lines=True), 1 if size != "smoke" else 2)
+            load_pq += timed(lambda: load_traces(parquet), 1)
         finally:
             gc.unfreeze()
         mb = path.stat().st_size / 1e6
-    m_build, m_load, m_rj = (statistics.median(x) for x in (build, load, rj))
-    target_note = "" if n_build == 1_000_000 else f" (target is for 1M; {n_build:,} here)"
+        pq_mb = parquet.stat().st_size / 1e6
+    m_build, m_load, m_rj, m_pq = (statistics.median(x) for x in (build, load, rj, load_pq))
+    full = n_build == 1_000_000
+    target_note = "" if full else f" (target is for 1M; {n_build:,} here)"
     out.append(Row("tracer", f"DataFrames from the in-memory tracer, {n_build:,} sessions (s)",
                    m_build, m_rj, "pandas.read_json(lines=True)", m_rj / m_build,
                    f"≤ {BUILD_TARGET_S:g} s", check(m_build, "<=", BUILD_TARGET_S)
-                   if n_build == 1_000_000 else None, spread(build),
+                   if full else None, spread(build),
                    f"tasks+sessions+spans frames; JSONL {mb:.0f} MB{target_note}; "
                    f"filling it through the API took {fill_s:.1f} s"))
     out.append(Row("tracer", f"load_traces(JSONL) → DataFrames, {n_build:,} sessions (s)",
                    m_load, m_rj, "pandas.read_json(lines=True)", m_rj / m_load, "", None,
                    spread(load), "same file; read_json gives one flat frame, not typed tables"))
+    out.append(Row("tracer", f"{n_build:,} sessions into the three frames from Parquet (s)",
+                   m_pq, m_load, "load_traces(JSONL), same run", m_load / m_pq,
+                   f"≤ {LOAD_PARQUET_TARGET_S:g} s",
+                   check(m_pq, "<=", LOAD_PARQUET_TARGET_S) if full else None, spread(load_pq),
+                   f"load_traces of the Parquet Tracer.close() wrote ({pq_mb:.0f} MB, "
+                   f"{compact_s:.1f} s to write) next to the {mb:.0f} MB JSONL; "
+                   f"pandas.read_json of the JSONL {m_rj:.1f} s ({m_rj / m_pq:.1f}× ours)"
+                   f"{target_note}"))
     return out
 
 

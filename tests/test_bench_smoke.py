@@ -52,7 +52,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     metrics = " ".join(r["metric"] for r in rows)
     for needle in ("tasks/s, conc 64", "client-added latency median", "µs per session",
                    "bytes per finished session", "DataFrames from the in-memory tracer",
-                   "plot_timeline", "server CPU µs per request", "max event-loop lag",
+                   "from Parquet", "plot_timeline", "server CPU µs per request",
+                   "max event-loop lag",
                    "pacing: achieved / offered"):
         assert needle in metrics, needle
 
