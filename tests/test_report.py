@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -143,14 +142,6 @@ def test_report_throughput_window_from_run_length(tmp_path: Path, trace_files: l
     assert seen["throughput.png"] == 0.5
 
 
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is not None, reason="pyarrow installed")
-def test_parquet_needs_pyarrow(tmp_path: Path, trace_files: list[Path]) -> None:
-    traces = load_traces(str(trace_files[0]))
-    with pytest.raises(ConfigError, match="pyarrow"):
-        export_frames(traces, tmp_path, parquet=True)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("pyarrow") is None, reason="pyarrow not installed")
 def test_parquet_roundtrip(tmp_path: Path, trace_files: list[Path]) -> None:
     traces = load_traces(str(trace_files[0]))
     export_frames(traces, tmp_path, parquet=True)

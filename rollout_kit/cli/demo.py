@@ -3,8 +3,8 @@
 Starts simulated SGLang and vLLM servers on 127.0.0.1 (or uses ``--sglang``/``--vllm``
 addresses of real ones), runs arithmetic prompts ("What is 17+25?") through a
 :class:`~rollout_kit.controller.RolloutController` with a :class:`SingleTurnWorkflow` and an
-exact-match reward, shows a progress bar, prints a summary and writes ``traces.jsonl``,
-``tasks.csv`` and ``timeline.png`` into the output folder.
+exact-match reward, shows a progress bar, prints a summary and writes ``traces.jsonl`` (and
+``traces.parquet``), ``tasks.csv`` and ``timeline.png`` into the output folder.
 """
 
 from __future__ import annotations

@@ -7,14 +7,13 @@ Usage::
 
 From Python, :func:`write_report` does the same with a loaded
 :class:`~rollout_kit.tracing.Traces`, and :func:`export_frames` writes the three frames as
-CSV (always) and Parquet (when pyarrow is installed).
+CSV and Parquet.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,34 +44,29 @@ PLOT_FILES = ("timeline.png", "latency_hist.png", "latency_scatter.png", "throug
 _FRAMES = ("tasks", "sessions", "spans")
 
 
-def export_frames(traces: Traces, out: str | Path, *, parquet: bool | None = None
-                  ) -> list[Path]:
-    """Write ``tasks``/``sessions``/``spans`` as CSV, and as Parquet when pyarrow is there.
+def export_frames(traces: Traces, out: str | Path, *, parquet: bool = True) -> list[Path]:
+    """Write ``tasks``/``sessions``/``spans`` as CSV, and as Parquet unless ``parquet=False``.
 
     Args:
         traces: the loaded traces.
         out: an existing folder.
-        parquet: force (``True``) or skip (``False``) Parquet; default: when pyarrow is
-            installed.
+        parquet: also write each frame as ``<name>.parquet`` (pyarrow is a dependency).
 
     Returns:
         The files written.
 
     Raises:
-        ConfigError: ``parquet=True`` without pyarrow installed, or ``out`` is not a folder.
+        ConfigError: ``out`` is not a folder.
     """
     out = Path(out)
     if not out.is_dir():
         raise ConfigError(f"{out} is not a folder")
-    have_arrow = importlib.util.find_spec("pyarrow") is not None
-    if parquet and not have_arrow:
-        raise ConfigError("Parquet export needs pyarrow: pip install 'rollout-kit[parquet]'")
     written: list[Path] = []
     for name in _FRAMES:
         df = getattr(traces, name)
         written.append(out / f"{name}.csv")
         df.to_csv(written[-1])
-        if parquet or (parquet is None and have_arrow):
+        if parquet:
             written.append(out / f"{name}.parquet")
             df.to_parquet(written[-1])
     return written

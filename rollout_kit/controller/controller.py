@@ -118,6 +118,7 @@ class RolloutController:
             raise ConfigError("dump= configures the controller's own tracer: pass it to the "
                               "Tracer you give (Tracer(dump=...))")
         self.tracer = tracer if tracer is not None else Tracer(path=trace_path, dump=dump)
+        self._owns_tracer = tracer is None
         self.ids = TaskIdGenerator()
         self.binding = LoopBinding()
         self.results = ResultBook(self.tracer, self.ids)
@@ -157,7 +158,8 @@ class RolloutController:
         self.binding.blocking(self.initialize_async(), "initialize()")
 
     async def close_async(self, *, drain: bool = False) -> None:
-        """Cancel (or, with ``drain``, finish) every task, close owned engines, flush traces.
+        """Cancel (or, with ``drain``, finish) every task, close owned engines, flush traces
+        (and close the tracer this controller made: its file is compacted to Parquet).
 
         Idempotent; leaves no asyncio task behind. Finished results stay available from
         ``wait()`` and traces from ``traces()``.
@@ -170,7 +172,10 @@ class RolloutController:
         finally:
             if self._gc_hold is not None:
                 self._gc_hold()  # release (once)
-        self.tracer.flush()
+        if self._owns_tracer:
+            self.tracer.close()  # its own trace file: flushed and compacted to Parquet
+        else:
+            self.tracer.flush()  # a tracer it was given: its owner closes it
         self.waiters.wake()
 
     def close(self, *, drain: bool = False) -> None:
