@@ -353,3 +353,10 @@ def test_ray_workers_refuse_a_dump(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="in-process workers only"):
         RolloutController(sglang=["127.0.0.1:1"], dump=tmp_path, scheduler=RayScheduler())
+
+
+def test_two_dumps_in_one_folder_never_overwrite(tmp_path: Path) -> None:
+    a, b = TrajectoryDump(tmp_path), TrajectoryDump(tmp_path)
+    assert a.path != b.path and a.path.exists() and b.path.exists()
+    assert b.path.name.endswith("-1.jsonl")
+    assert load_dump(tmp_path).empty  # two headers, no calls: an empty frame, no error

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import math
 import operator
 import os
@@ -163,7 +164,8 @@ class TrajectoryDump:
         worker: a name for the file (default: ``main``).
 
     Attributes:
-        path: the file written (``trajectories-<worker>-<pid>.jsonl``).
+        path: the file written (``trajectories-<worker>-<pid>.jsonl``, numbered
+            ``…-<pid>-<n>.jsonl`` when this process already wrote one there).
 
     Raises:
         ConfigError: a bad argument, or the directory cannot be written.
@@ -182,21 +184,32 @@ class TrajectoryDump:
         self.seed = seed
         self.text = bool(text)
         self.flush_threshold = flush_threshold
-        name = worker or "main"
-        self.path = self.directory / f"trajectories-{name}-{os.getpid()}.jsonl"
         self._pending: list[bytes] = []
         self._lock = threading.Lock()
         self._io_lock = threading.Lock()
         header = {"kind": "header", "format": DUMP_FORMAT, "schema": DUMP_SCHEMA_VERSION,
                   "run_seed": seed, "text": self.text, "worker": worker, "pid": os.getpid(),
                   "wall_epoch": time.time()}
+        self.path = self._create(worker or "main", orjson.dumps(header) + b"\n")
+
+    def _create(self, name: str, header: bytes) -> Path:
+        """A new file of its own (another dump of this process in the same folder — a
+        re-run notebook cell — gets the next number, never overwrites)."""
+        stem = f"trajectories-{name}-{os.getpid()}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "wb") as fh:
-                fh.write(orjson.dumps(header) + b"\n")
+            for n in itertools.count():
+                path = self.directory / (f"{stem}.jsonl" if n == 0 else f"{stem}-{n}.jsonl")
+                try:
+                    with open(path, "xb") as fh:
+                        fh.write(header)
+                    return path
+                except FileExistsError:
+                    continue
         except OSError as exc:
-            raise ConfigError(f"cannot write the trajectory dump {os.fspath(self.path)!r}: "
-                              f"{exc.strerror or exc}") from exc
+            raise ConfigError(f"cannot write a trajectory dump in {os.fspath(self.directory)!r}:"
+                              f" {exc.strerror or exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def __repr__(self) -> str:
         return (f"TrajectoryDump(path={os.fspath(self.path)!r}, seed={self.seed}, "
