@@ -5,8 +5,9 @@ Columns (index ``(task_id, session_id, call)`` of the recorded call):
 * ``status``: ``identical`` (the same output tokens — or, for a dump without token ids such as
   AReaL's, the same text), ``diverged``, ``failed`` (the replay's request failed) or
   ``not_replayed`` (nothing could be sent, or the task id is not in the dump);
-* ``first_divergence``: the first output position that differs (``<NA>`` when identical;
-  the shorter length when one output is a prefix of the other);
+* ``first_divergence``: the first output token that differs (``<NA>`` when identical; the
+  shorter length when one output is a prefix of the other; a character position for a dump
+  without token ids);
 * ``tokens_then`` / ``tokens_now``, ``stop_then`` / ``stop_now``, ``server_then`` /
   ``server_now``, ``latency_then_s`` / ``latency_now_s``, ``ttft_then_s`` / ``ttft_now_s``;
 * ``logprob_max_abs_delta`` / ``logprob_mean_abs_delta``: over the positions before the
@@ -26,7 +27,8 @@ from typing import Any
 
 from .calls import Replayed, is_seeded
 
-__all__ = ["FRAME_COLUMNS", "compare_call", "first_divergence", "missing_row"]
+__all__ = ["FRAME_COLUMNS", "compare_call", "first_divergence", "matches_recording",
+           "missing_row"]
 
 FRAME_COLUMNS = (
     "status", "reason", "first_divergence", "tokens_then", "tokens_now", "stop_then",
@@ -57,6 +59,15 @@ def _same(call: Mapping[str, Any], a: Replayed, b: Replayed) -> bool:
     if call.get("output_ids"):
         return a.output_ids == b.output_ids
     return a.text == b.text
+
+
+def matches_recording(call: Mapping[str, Any], now: Replayed) -> bool:
+    """Whether a replay gave the recorded output (token ids, or the text of a dump without
+    them)."""
+    recorded = call.get("output_ids")
+    if recorded:
+        return now.output_ids == list(recorded)
+    return now.text == (call.get("output_text") or "")
 
 
 def compare_call(call: Mapping[str, Any], now: Replayed, again: Replayed | None,

@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..tracing import trace_phase, trace_session
 from ..workflows import RolloutWorkflow
 from .calls import replay_call
-from .compare import compare_call, missing_row
+from .compare import compare_call, matches_recording, missing_row
 
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
@@ -61,10 +61,8 @@ class ReplayWorkflow(RolloutWorkflow):
         except ConfigError as exc:  # nothing could be sent
             return key, missing_row(str(exc), call)
         again = None
-        if self.check_determinism and now.error is None and (
-                now.output_ids != list(call.get("output_ids") or ())
-                if call.get("output_ids") else now.text != (call.get("output_text") or "")):
-            again = await replay_call(engine, call)
+        if self.check_determinism and now.error is None and not matches_recording(call, now):
+            again = await replay_call(engine, call)  # tells "ignores seeds" from "differs"
         return key, compare_call(call, now, again, engine.get_version())
 
     async def _session(self, engine: InferenceEngine,
