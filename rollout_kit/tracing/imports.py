@@ -552,15 +552,19 @@ def _areal_spans(phases_obj: object, finalized: int | None, failed: bool, where:
             if start is None or not isinstance(span, dict):
                 raise TraceSchemaError(f"{where}phases[{name!r}][{j}] needs a numeric "
                                        f"'start_ts', got {truncate(span, 60)}")
-            end_v = span.get("end_ts")
-            end = _finite(end_v)
-            if end is None and end_v is not None:
-                raise TraceSchemaError(f"{where}phases[{name!r}][{j}]: 'end_ts' must be a "
-                                       f"number or null, got {truncate(end_v, 40)}")
+            end = _number_or_null(span.get("end_ts"), f"{where}phases[{name!r}][{j}]: 'end_ts'")
             if end is not None:
                 out.append((name, _ns(start), _ns(end), 0))
             elif finalized is not None:
                 out.append((name, _ns(start), finalized, open_flags))
+    return out
+
+
+def _number_or_null(value: object, what: str) -> float | None:
+    """A finite number, or ``None`` for a JSON null; anything else is an error naming ``what``."""
+    out = _finite(value)
+    if out is None and value is not None:
+        raise TraceSchemaError(f"{what} must be a number or null, got {truncate(value, 40)}")
     return out
 
 
@@ -585,11 +589,7 @@ def _areal_session(path: Path, no: int, rec: dict[str, Any]
     if submit is None:
         raise TraceSchemaError(f"{where}'submit_ts' must be a number (seconds), got "
                                f"{truncate(rec['submit_ts'], 40)}")
-    fin_v = rec.get("finalized_ts")
-    fin = _finite(fin_v)
-    if fin is None and fin_v is not None:
-        raise TraceSchemaError(f"{where}'finalized_ts' must be a number or null, got "
-                               f"{truncate(fin_v, 40)}")
+    fin = _number_or_null(rec.get("finalized_ts"), f"{where}'finalized_ts'")
     rank, role, reason = rec.get("rank", 0), rec.get("role"), rec.get("reason")
     if not _is_int(rank):
         raise TraceSchemaError(f"{where}'rank' must be an int, got {truncate(rank, 40)}")
