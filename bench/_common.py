@@ -33,6 +33,7 @@ __all__ = [
     "pct",
     "print_rows",
     "ratio",
+    "render_summary",
     "render_table",
     "sim_process",
     "size_from_args",
@@ -222,6 +223,26 @@ def render_table(rows: Sequence[Row]) -> str:
         ratio = "—" if r.ratio is None or r.ratio != r.ratio else f"{r.ratio:.2f}×"
         cells = [r.bench, r.metric, _fmt(r.ours), base, ratio, r.target or "—", met,
                  r.spread or "—", r.note]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def render_summary(rows: Sequence[Row]) -> str:
+    """The short table of the README: metric, ours, baseline, ratio, target, met."""
+    head = ["metric", "rollout_kit", "baseline, same run", "ratio", "target", "met?"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        met = "—" if r.met is None else ("yes" if r.met else "**no**")
+        if r.baseline is not None:
+            base = f"{r.baseline_name} {_fmt(r.baseline)}" if r.baseline_name else \
+                _fmt(r.baseline)
+        elif r.extra.get("baseline_skipped"):
+            base = f"not measured: {r.extra['baseline_skipped']}"
+        else:
+            base = "—" if r.ours is not None or not r.note else r.note
+        ratio = "—" if r.ratio is None or r.ratio != r.ratio else f"{r.ratio:.2f}×"
+        ours = _fmt(r.ours) if r.ours is not None else "skipped"
+        cells = [f"{r.bench}: {r.metric}", ours, base, ratio, r.target or "—", met]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines)
 

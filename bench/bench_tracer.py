@@ -1,19 +1,30 @@
-"""Benchmark the tracer: per-session cost, bytes per finished session, DataFrame build time,
+"""Benchmark the tracer: per-session cost with and without a trace file, side by side with
+AReaL's ``SessionTracer`` (issue 19), bytes per finished session, DataFrame build time,
 loading a trace back (JSONL, its Parquet form, ``pandas.read_json``).
 
 Run: ``.venv/bin/python bench/bench_tracer.py [--smoke|--quick|--full]``.
 
 The measured sequence per session is the one of issue 2: register_task + register_session +
-two phases (generate, reward) + finalize. It is timed with tracing on, with a disabled tracer,
-and for a naive baseline that appends one dict per event to a list (what a simple tracer
-does). Medians of several repetitions after a warm-up, ``gc.freeze()`` after setup; all
-measured in the same run.
+two phases (generate, reward) + finalize. In this process it is timed with tracing on
+(records kept in memory), with a trace file (``Tracer(path=...)``, the final flush inside the
+timed window), with a disabled tracer, and for a naive baseline that appends one dict per
+event to a list; interleaved, medians of several repetitions after a warm-up,
+``gc.freeze()`` after setup.
+
+AReaL side by side: ``tracer_child.py`` runs the same sequence with async phases, both sides
+writing their JSONL files, once with AReaL's ``areal.utils.perf_tracer`` at commit
+``42b9244ed`` (in the bench environment of ``areal_env.py``) and once with rollout_kit's
+``Tracer(path=...)``, each in a subprocess of its own, in interleaved rounds (ABBA). Without
+that environment the row says why and has no baseline: nothing remembered is printed.
 """
 
 from __future__ import annotations
 
 import gc
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -22,22 +33,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import areal_env
 import pandas as pd
-from _common import Row, Size, check, run_alone, spread
+from _common import Row, Size, check, median_ratio, run_alone, spread
 
 from rollout_kit.tracing import Tracer, load_traces
+from rollout_kit.tracing.persist import append_records
 
 __all__ = ["rows"]
 
-US_TARGET = 10.0
+AREAL_RATIO_TARGET = 5.0  # rollout_kit with a trace file ≥ 5× AReaL's SessionTracer's speed
+PERSIST_TARGET = 1.3  # recording + writing a session ≤ 1.3× recording alone
 BYTES_TARGET = 1024
 BUILD_TARGET_S = 2.0
 LOAD_PARQUET_TARGET_S = 2.0
-AREAL_US = 43.6  # AReaL SessionTracer, same sequence, same kind of machine (issue 9)
+CHILD = Path(__file__).resolve().parent / "tracer_child.py"
 
 
 def seq_tracer(tr: Tracer, start: int, n: int) -> None:
-    """The issue's sequence, once per session."""
+    """The issue's sequence, once per session; then what is pending is written (a no-op
+    without a path), so a file's cost is inside the timed window."""
     for i in range(start, start + n):
         tr.register_task(i)
         sid = tr.register_session(i)
@@ -46,6 +61,7 @@ def seq_tracer(tr: Tracer, start: int, n: int) -> None:
         with tr.phase("reward", sid):
             pass
         tr.finalize(i, "accepted")
+    tr.flush()
 
 
 def seq_naive(events: list[dict[str, Any]], start: int, n: int) -> None:
@@ -58,6 +74,11 @@ def seq_naive(events: list[dict[str, Any]], start: int, n: int) -> None:
             events.append({"event": "phase_start", "session_id": i, "phase": phase, "ts": now()})
             events.append({"event": "phase_end", "session_id": i, "phase": phase, "ts": now()})
         events.append({"event": "finalize", "task_id": i, "status": "accepted", "ts": now()})
+
+
+def _on(tr: Tracer) -> Callable[[int, int], None]:
+    """The sequence on one tracer (its warm-up and the timed run share it)."""
+    return lambda start, n: seq_tracer(tr, start, n)
 
 
 def per_session_us(run: Callable[[int, int], None], n: int, reps: int) -> list[float]:
@@ -145,6 +166,76 @@ def timed(fn: Callable[[], object], reps: int) -> list[float]:
     return times
 
 
+def _child(side: str, n: int, reps: int, out: Path) -> dict[str, Any]:
+    """Run one side of the AReaL side by side in a subprocess; its JSON result."""
+    args = [os.fspath(CHILD), side, "--n", str(n), "--reps", str(reps), "--dir", os.fspath(out)]
+    if side == "areal":
+        cmd, env = [os.fspath(areal_env.python()), *args], areal_env.probe_env()
+    else:
+        cmd, env = [sys.executable, *args], None
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900,
+                          stdin=subprocess.DEVNULL, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the {side} side exited {proc.returncode}: "
+                           f"{(proc.stderr or proc.stdout)[-600:].strip()}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def areal_rows(size: Size) -> list[Row]:
+    """rollout_kit's ``Tracer(path=...)`` vs AReaL's ``SessionTracer``, both writing JSONL,
+    each side in its own subprocess, interleaved rounds (issue 19)."""
+    n = {"smoke": 2_000, "quick": 20_000, "full": 50_000}[size]
+    reps = {"smoke": 1, "quick": 3, "full": 3}[size]
+    rounds = {"smoke": 1, "quick": 4, "full": 6}[size]
+    reason = ("not run at smoke size (seconds, not minutes)" if size == "smoke"
+              else areal_env.unavailable())
+    per_side: dict[str, list[float]] = {"areal": [], "rollout_kit": []}
+    paired: tuple[list[float], list[float]] = ([], [])
+    size_b: dict[str, float] = {}
+    sessions = n * reps + min(n, 2000)  # the warm-up's sessions are in the file too
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(rounds):
+            order = ("areal", "rollout_kit") if r % 2 == 0 else ("rollout_kit", "areal")
+            got: dict[str, float] = {}
+            for side in order:
+                if side == "areal" and reason:
+                    continue
+                try:
+                    res = _child(side, n, reps, Path(tmp) / f"{side}-{r}")
+                except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+                    if side != "areal":
+                        raise
+                    reason = f"the AReaL side failed: {exc}"
+                    continue
+                got[side] = statistics.median(res["us"])
+                per_side[side].append(got[side])
+                size_b[side] = res["bytes"] / sessions
+            if len(got) == 2:
+                paired[0].append(got["areal"])
+                paired[1].append(got["rollout_kit"])
+    ours = per_side["rollout_kit"]
+    metric = ("µs per session with a trace file (async phases; task+session+2 phases+"
+              "finalize), vs AReaL")
+    how = (f"{n:,} sessions × {reps} per subprocess, {rounds} interleaved round(s) (ABBA), "
+           "each side in its own process; both write JSONL, flushing every 1,024 sessions "
+           "(AReaL fsyncs each flush: its code)")
+    if reason or not paired[0]:
+        return [Row("tracer", metric, statistics.median(ours), None, "", None,
+                    f"ratio ≥ {AREAL_RATIO_TARGET:g}", None, spread(ours),
+                    f"{how}; AReaL SessionTracer skipped: {reason or 'not measured'}",
+                    extra={"baseline_skipped": reason or "not measured"})]
+    ratio_m, ratios = median_ratio(*paired)
+    theirs = per_side["areal"]
+    return [Row("tracer", metric, statistics.median(ours), statistics.median(theirs),
+                f"AReaL SessionTracer @{areal_env.AREAL_COMMIT}", ratio_m,
+                f"ratio ≥ {AREAL_RATIO_TARGET:g}", check(ratio_m, ">=", AREAL_RATIO_TARGET),
+                f"ours {spread(ours)}; AReaL {spread(theirs)}; ratio {spread(ratios)}",
+                f"{how}; file bytes per session {size_b.get('rollout_kit', 0):.0f} vs AReaL "
+                f"{size_b.get('areal', 0):.0f}")]
+
+
 def rows(size: Size = "quick") -> list[Row]:
     """Rows 3 (µs per session), 4 (bytes per session), 5 (DataFrame build) and loading
     (JSONL, Parquet — issue 18 — and ``pandas.read_json`` side by side)."""
@@ -154,21 +245,34 @@ def rows(size: Size = "quick") -> list[Row]:
     reps = {"smoke": 2, "quick": 5, "full": 7}[size]
     out: list[Row] = []
 
-    # Interleave on / off / naive so that load drift hits all three alike.
+    out += areal_rows(size)
+
+    # Interleave on / file / off / naive so that load drift hits all of them alike.
     on: list[float] = []
+    on_file: list[float] = []
     off: list[float] = []
     naive: list[float] = []
-    for _ in range(reps):
-        on += per_session_us(lambda s, n: seq_tracer(Tracer(), s, n), n_call, 1)
-        off += per_session_us(lambda s, n: seq_tracer(Tracer(enabled=False), s, n), n_call, 1)
-        naive += per_session_us(lambda s, n: seq_naive([], s, n), n_call, 1)
-    m_on, m_off, m_naive = (statistics.median(x) for x in (on, off, naive))
-    out.append(Row("tracer", "µs per session, tracing on (task+session+2 phases+finalize)",
-                   m_on, m_naive, "dict-per-event list", m_naive / m_on, f"≤ {US_TARGET:g} µs",
-                   check(m_on, "<=", US_TARGET),
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(reps):
+            path = Path(tmp) / f"trace-{r}.jsonl"
+            on += per_session_us(lambda s, n: seq_tracer(Tracer(), s, n), n_call, 1)
+            on_file += per_session_us(_on(Tracer(path=path, parquet=False)), n_call, 1)
+            off += per_session_us(lambda s, n: seq_tracer(Tracer(enabled=False), s, n),
+                                  n_call, 1)
+            naive += per_session_us(lambda s, n: seq_naive([], s, n), n_call, 1)
+            path.unlink()
+    m_on, m_file, m_off, m_naive = (statistics.median(x) for x in (on, on_file, off, naive))
+    persist, persist_rs = median_ratio(on_file, on)
+    out.append(Row("tracer", "µs per session, tracing on, in memory (task+session+2 phases+"
+                   "finalize)", m_on, m_naive, "dict-per-event list", m_naive / m_on, "", None,
                    f"on {spread(on)}; naive {spread(naive)}",
-                   f"{n_call:,} sessions × {reps}; AReaL SessionTracer: {AREAL_US} µs "
-                   f"({AREAL_US / m_on:.1f}× ours)"))
+                   f"{n_call:,} sessions × {reps}, this process"))
+    out.append(Row("tracer", "µs per session with a trace file (Tracer(path=...), final flush "
+                   "timed)", m_file, m_on, "same, in memory", m_on / m_file,
+                   f"file ≤ {PERSIST_TARGET:g}× memory", check(persist, "<=", PERSIST_TARGET),
+                   f"{spread(on_file)}; file ÷ memory {spread(persist_rs)}",
+                   f"recording + writing ÷ recording alone: {persist:.2f}× (paired rounds); "
+                   "one columns line per 1,024 records"))
     out.append(Row("tracer", "µs per session, tracing disabled (Tracer(enabled=False))",
                    m_off, m_on, "tracing on", m_on / m_off, "", None, spread(off),
                    "cost of the calls when tracing is off"))
@@ -196,36 +300,57 @@ def rows(size: Size = "quick") -> list[Row]:
         gc.freeze()
         try:
             build = timed(tr.frames, 3)
-            # interleaved: Parquet, JSONL, Parquet, read_json, Parquet (load drift hits all)
+        finally:
+            gc.unfreeze()
+        # the same records one per line (schema 1: what trace files held before issue 19,
+        # and the input a generic JSONL reader such as pandas.read_json can make rows of)
+        per_task = Path(tmp) / "per_task.jsonl"
+        t0 = time.perf_counter()
+        append_records(per_task, tr.drain_records(), truncate=True)
+        per_task_s = time.perf_counter() - t0
+        del tr
+        gc.collect()
+        gc.freeze()
+        try:
+            # interleaved: Parquet, JSONL, Parquet, read_json, Parquet, schema-1 JSONL
+            reps_l = 1 if size != "smoke" else 2
             load_pq = timed(lambda: load_traces(parquet), 1)
-            load = timed(lambda: load_traces(path), 1 if size != "smoke" else 2)
+            load = timed(lambda: load_traces(path), reps_l)
             load_pq += timed(lambda: load_traces(parquet), 1)
-            rj = timed(lambda: pd.read_json(path, lines=True), 1 if size != "smoke" else 2)
+            rj = timed(lambda: pd.read_json(per_task, lines=True), reps_l)
             load_pq += timed(lambda: load_traces(parquet), 1)
+            load_old = timed(lambda: load_traces(per_task), reps_l)
         finally:
             gc.unfreeze()
         mb = path.stat().st_size / 1e6
+        old_mb = per_task.stat().st_size / 1e6
         pq_mb = parquet.stat().st_size / 1e6
-    m_build, m_load, m_rj, m_pq = (statistics.median(x) for x in (build, load, rj, load_pq))
+    m_build, m_load, m_rj, m_pq, m_old = (statistics.median(x) for x in (
+        build, load, rj, load_pq, load_old))
     full = n_build == 1_000_000
     target_note = "" if full else f" (target is for 1M; {n_build:,} here)"
     out.append(Row("tracer", f"DataFrames from the in-memory tracer, {n_build:,} sessions (s)",
                    m_build, m_rj, "pandas.read_json(lines=True)", m_rj / m_build,
                    f"≤ {BUILD_TARGET_S:g} s", check(m_build, "<=", BUILD_TARGET_S)
                    if full else None, spread(build),
-                   f"tasks+sessions+spans frames; JSONL {mb:.0f} MB{target_note}; "
-                   f"filling it through the API took {fill_s:.1f} s"))
+                   f"tasks+sessions+spans frames; read_json of the same records one per line "
+                   f"({old_mb:.0f} MB){target_note}; filling the tracer through the API "
+                   f"took {fill_s:.1f} s"))
     out.append(Row("tracer", f"load_traces(JSONL) → DataFrames, {n_build:,} sessions (s)",
-                   m_load, m_rj, "pandas.read_json(lines=True)", m_rj / m_load, "", None,
-                   spread(load), "same file; read_json gives one flat frame, not typed tables"))
+                   m_load, m_old, "load_traces, one record per line (schema 1)",
+                   m_old / m_load, "", None, spread(load),
+                   f"the trace file Tracer(path=...) wrote ({mb:.0f} MB, a line of columns "
+                   f"per 4,096 records) vs the same records one per task ({old_mb:.0f} MB, "
+                   f"{per_task_s:.1f} s to write); pandas.read_json of the latter {m_rj:.1f} "
+                   "s (one flat frame, not typed tables)"))
     out.append(Row("tracer", f"{n_build:,} sessions into the three frames from Parquet (s)",
                    m_pq, m_load, "load_traces(JSONL), same run", m_load / m_pq,
                    f"≤ {LOAD_PARQUET_TARGET_S:g} s",
                    check(m_pq, "<=", LOAD_PARQUET_TARGET_S) if full else None, spread(load_pq),
                    f"load_traces of the Parquet Tracer.close() wrote ({pq_mb:.0f} MB, "
                    f"{compact_s:.1f} s to write) next to the {mb:.0f} MB JSONL; "
-                   f"pandas.read_json of the JSONL {m_rj:.1f} s ({m_rj / m_pq:.1f}× ours)"
-                   f"{target_note}"))
+                   f"pandas.read_json of the per-task JSONL {m_rj:.1f} s "
+                   f"({m_rj / m_pq:.1f}× ours){target_note}"))
     return out
 
 

@@ -8,6 +8,14 @@ rollout_kit". A header gives the machine and the load average before and after.
     .venv/bin/python bench/run_all.py --full          # large sizes
     .venv/bin/python bench/run_all.py --smoke         # tiny sizes, seconds (tests use it)
     .venv/bin/python bench/run_all.py --only tracer,sim --json out.json
+    .venv/bin/python bench/run_all.py --write-readme  # and put this run's tables in the docs
+    .venv/bin/python bench/run_all.py --setup-areal   # make AReaL's bench environment, once
+
+``--markdown`` also prints the README's short table (the rows of :data:`README_ROWS`);
+``--write-readme`` writes it into README.md's Performance section and the full table into
+docs/performance.md, both between their ``<!-- bench:… -->`` markers, with the command,
+the machine (cores, RAM, Python, load average) and the time of this one run: every number
+and every baseline in them comes from it.
 """
 
 from __future__ import annotations
@@ -25,9 +33,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, Size, machine, render_table
+import areal_env
+from _common import Row, Size, machine, render_summary, render_table
 
-__all__ = ["BENCHES", "main", "run"]
+__all__ = ["BENCHES", "README_ROWS", "main", "run", "write_block"]
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+SUMMARY_MARKERS = ("<!-- bench:summary:begin -->", "<!-- bench:summary:end -->")
+TABLE_MARKERS = ("<!-- bench:table:begin -->", "<!-- bench:table:end -->")
 
 # name -> module; in table order (issue 9's rows 1..9 are spread over these).
 BENCHES: dict[str, str] = {
@@ -40,6 +55,47 @@ BENCHES: dict[str, str] = {
     "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
     "task_cost": "bench_task_cost",    # issue 20: a task's own cost without a network
 }
+
+
+#: the README's rows: (bench, text in the metric, only rows that have a target)
+README_ROWS: tuple[tuple[str, str, bool], ...] = (
+    ("tracer", "vs AReaL", False),
+    ("tracer", "with a trace file (Tracer(path", False),
+    ("tracer", "bytes per finished session", False),
+    ("tracer", "DataFrames from the in-memory tracer", False),
+    ("tracer", "frames from Parquet", False),
+    ("plots", "plot_timeline", True),
+    ("engines", "client-added latency median", True),
+    ("sim", "(vllm, zero-latency) req/s", False),
+    ("controller", "tasks/s", True),
+    ("controller", "max event-loop lag", True),
+    ("task cost", "µs per task", True),
+    ("ray", "tasks/s", False),
+    ("load", "highest Poisson rate", False),
+)
+
+
+def readme_rows(rows: Sequence[Row]) -> list[Row]:
+    """The rows of :data:`README_ROWS`, in its order."""
+    out: list[Row] = []
+    for bench, text, targeted in README_ROWS:
+        out += [r for r in rows if r.bench == bench and text in r.metric
+                and (r.target or not targeted) and r not in out]
+    return out
+
+
+def write_block(path: Path, markers: tuple[str, str], text: str) -> None:
+    """Replace what lies between the two marker lines of ``path`` with ``text``.
+
+    Raises:
+        SystemExit: ``path`` does not hold both markers, in order.
+    """
+    doc = path.read_text()
+    begin, end = markers
+    i, j = doc.find(begin), doc.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"{path}: add the lines {begin} and {end} where the table goes")
+    path.write_text(doc[:i + len(begin)] + "\n" + text.rstrip("\n") + "\n" + doc[j:])
 
 
 def run(size: Size, only: Sequence[str] | None = None) -> dict[str, Any]:
@@ -68,14 +124,18 @@ def run(size: Size, only: Sequence[str] | None = None) -> dict[str, Any]:
             "seconds": timings, "rows": [r.as_dict() for r in rows]}
 
 
-def header(result: dict[str, Any], command: str) -> str:
-    """The Markdown lines above the table: command, machine, load."""
+def machine_line(result: dict[str, Any]) -> str:
+    """Cores, CPU, RAM, Python, platform and the load average before and after the run."""
     m = result["machine"]
     la, lb = m["loadavg"], result["loadavg_after"]
-    return (f"`{command}` — {m['time']}\n\n"
-            f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python "
+    return (f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python "
             f"{m['python']}, {m['platform']}. Load average (1/5/15 min) before "
-            f"{la[0]}/{la[1]}/{la[2]}, after {lb[0]}/{lb[1]}/{lb[2]}. "
+            f"{la[0]}/{la[1]}/{la[2]}, after {lb[0]}/{lb[1]}/{lb[2]}.")
+
+
+def header(result: dict[str, Any], command: str) -> str:
+    """The Markdown lines above the table: command, machine, load."""
+    return (f"`{command}` — {result['machine']['time']}\n\n{machine_line(result)} "
             f"Ratio: higher is better for rollout_kit (baseline cost ÷ ours, or our rate ÷ "
             f"baseline rate). Wall time per benchmark (s): {result['seconds']}.")
 
@@ -89,7 +149,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--smoke", action="store_true", help="tiny sizes (seconds)")
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--only", default="", help=f"comma-separated subset of {list(BENCHES)}")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the README's short table of this run")
+    ap.add_argument("--write-readme", action="store_true",
+                    help="write this run's short table into README.md and its full table "
+                         "into docs/performance.md (between their bench markers)")
+    ap.add_argument("--setup-areal", action="store_true",
+                    help="make the bench environment for AReaL's SessionTracer, then exit")
     args = ap.parse_args(argv)
+    if args.setup_areal:
+        reason = areal_env.setup()
+        print(reason or f"AReaL bench environment ready: {areal_env.python()}",
+              file=sys.stderr if reason else sys.stdout)
+        return 1 if reason else 0
     size: Size = "smoke" if args.smoke else "full" if args.full else "quick"
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     result = run(size, only)
@@ -98,11 +170,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["header"] = header(result, result["command"])
     rows = [Row(**r) for r in result["rows"]]
     result["table"] = render_table(rows)
+    summary = render_summary(readme_rows(rows))
+    result["summary"] = summary
     print(result["header"])
     print()
     print(result["table"])
+    if args.markdown or args.write_readme:
+        print()
+        print(summary)
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    if args.write_readme:
+        when = f"`{result['command']}` — {result['machine']['time']}"
+        write_block(README, SUMMARY_MARKERS,
+                    f"{when}. {machine_line(result)}\n\n{summary}")
+        write_block(PERFORMANCE_DOC, TABLE_MARKERS, f"{result['header']}\n\n{result['table']}")
+        print(f"[run_all] wrote {README.name} and {PERFORMANCE_DOC.relative_to(ROOT)}",
+              file=sys.stderr)
     return 0
 
 

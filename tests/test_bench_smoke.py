@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 ROW_KEYS = {"bench", "metric", "ours", "baseline", "baseline_name", "ratio", "target", "met",
             "spread", "note", "extra"}
@@ -69,3 +71,40 @@ def test_only_selects_and_rejects_unknown(tmp_path: Path) -> None:
                           "--only", "nope"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode != 0 and "unknown benchmark" in bad.stderr
+
+
+def test_markdown_summary_and_no_remembered_baseline(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke",
+                           "--only", "tracer", "--markdown", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    summary = result["summary"].splitlines()
+    assert summary[0] == "| metric | rollout_kit | baseline, same run | ratio | target | met? |"
+    assert result["summary"] in proc.stdout
+    # AReaL's row: measured in this run or not at all (smoke size: not run), never a number
+    # carried over from elsewhere
+    areal = [r for r in result["rows"] if "vs AReaL" in r["metric"]]
+    assert len(areal) == 1 and areal[0]["baseline"] is None and areal[0]["ratio"] is None
+    assert "not run at smoke size" in areal[0]["note"]
+    assert any("not measured: not run at smoke size" in line for line in summary)
+    persist = [r for r in result["rows"] if "with a trace file (Tracer(path" in r["metric"]]
+    assert len(persist) == 1 and persist[0]["target"] == "file ≤ 1.3× memory"
+
+
+def test_write_block_replaces_between_markers(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    doc = tmp_path / "README.md"
+    doc.write_text("# x\n\n<!-- bench:summary:begin -->\nold\n<!-- bench:summary:end -->\ntail\n")
+    run_all.write_block(doc, run_all.SUMMARY_MARKERS, "| new |\n")
+    assert doc.read_text() == ("# x\n\n<!-- bench:summary:begin -->\n| new |\n"
+                               "<!-- bench:summary:end -->\ntail\n")
+    bare = tmp_path / "bare.md"
+    bare.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="bench:summary:begin"):
+        run_all.write_block(bare, run_all.SUMMARY_MARKERS, "x")

@@ -675,7 +675,7 @@ _VLLM_KEYS = frozenset({"backend", "endpoint_type", "model_id", "num_prompts", "
 def _classify(obj: object) -> Kind | None:
     if not isinstance(obj, dict):
         return None
-    if obj.get("format") == FORMAT or obj.get("kind") in ("header", "task", "mark"):
+    if obj.get("format") == FORMAT or obj.get("kind") in ("header", "task", "mark", "columns"):
         return "rollout_kit"
     if isinstance(obj.get("metadata"), dict):
         return "aiperf"

@@ -77,7 +77,11 @@ class LiveSpan:
             self.task = None
             assert task.open is not None  # it holds this open span
             task.open.remove(self)
-            task.add_span((self.local, self.code, self.start, end, flags))
+            row = (self.local, self.code, self.start, end, flags)
+            if task.spans is None:
+                task.spans = [row]
+            else:
+                task.spans.append(row)
 
 
 class LiveTask:

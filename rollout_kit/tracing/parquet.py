@@ -59,7 +59,13 @@ from pandas.api.types import union_categoricals
 from ..errors import TraceSchemaError
 from . import phases
 from .codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
-from .schema import LIFECYCLE_EVENTS, SCHEMA_VERSION, SESSION_EVENTS, STATUSES
+from .schema import (
+    LIFECYCLE_EVENTS,
+    MIN_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    SESSION_EVENTS,
+    STATUSES,
+)
 from .store import FORMAT, MISSING, AttrValues, Snapshot
 
 __all__ = [
@@ -129,8 +135,9 @@ def _check_meta(path: StrPath, raw: Mapping[bytes, bytes] | None) -> dict[str, A
     if schema > SCHEMA_VERSION:
         raise _fail(path, f"trace schema {schema} is newer than this rollout_kit reads "
                     f"(schema {SCHEMA_VERSION}); upgrade rollout_kit to load it")
-    if schema != SCHEMA_VERSION:
-        raise _fail(path, f"trace schema {schema}, expected {SCHEMA_VERSION}")
+    if schema < MIN_SCHEMA_VERSION:  # the layout is the same for schemas 1 and 2
+        raise _fail(path, f"trace schema {schema}, expected {MIN_SCHEMA_VERSION}.."
+                    f"{SCHEMA_VERSION}")
     wall = meta.get("wall_epoch")
     if not isinstance(wall, int | float) or isinstance(wall, bool):
         raise _fail(path, "its metadata has no numeric wall_epoch")

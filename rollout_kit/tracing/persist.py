@@ -47,8 +47,13 @@ class StaleParquetWarning(UserWarning):
 
 def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: bool = False
                    ) -> None:
-    """Write records as JSON lines in one ``write`` call (append, or truncate first)."""
-    data = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    """Write records as JSON lines in one ``write`` call (append, or truncate first).
+
+    numpy arrays in a record (the columns of a ``columns`` record) are encoded by orjson
+    itself, without a Python object per value.
+    """
+    data = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+                    for r in records)
     with open(path, "wb" if truncate else "ab") as fh:
         fh.write(data)
 

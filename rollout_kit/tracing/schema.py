@@ -27,6 +27,7 @@ __all__ = [
     "BUILTIN_PHASES",
     "EVENT_COLUMNS",
     "LIFECYCLE_EVENTS",
+    "MIN_SCHEMA_VERSION",
     "PHASE_SESSION_SUFFIX",
     "SCHEMA_VERSION",
     "SESSION_COLUMNS",
@@ -39,7 +40,10 @@ __all__ = [
     "phase_session_column",
 ]
 
-SCHEMA_VERSION = 1
+#: the trace schema written; 2: trace files hold batch-of-columns records (``columns``)
+SCHEMA_VERSION = 2
+#: the oldest schema still read (1: one task record per line)
+MIN_SCHEMA_VERSION = 1
 
 # -- statuses -------------------------------------------------------------------------
 STATUSES = ("pending", "accepted", "rejected", "failed", "cancelled")

@@ -62,7 +62,7 @@ from .parquet import read_info, write_snapshot
 from .persist import append_records, compact_trace, parquet_path, source_info
 from .phases import phase_code
 from .scopes import PhaseScope, SessionScope, TaskScope
-from .store import FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
+from .store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
 __all__ = ["Tracer", "current_tracer"]
 
@@ -141,6 +141,7 @@ class Tracer:
         self.live.restart()
         self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
+        self._due = 0  # records committed since the last write (what triggers a flush)
         self._drained = False  # records left the store (drain_records): the file has more
         self._compacted: int | None = None  # JSONL size the Parquet form was written at
         if self.path is not None:
@@ -243,7 +244,8 @@ class Tracer:
             tid = validate_task_id(task_id)
             if tid in live.done or tid in self._ingested:
                 self._store.add_mark(task_id, self._wcode, code, ts_ns)
-                flush = self.path is not None and self._pending_records() >= self.flush_threshold
+                self._due += 1
+                flush = self._due >= self.flush_threshold and self.path is not None
             else:
                 raise UnknownTaskIdError(f"mark({event!r}): task_id {task_id} was never "
                                          "registered in this tracer")
@@ -279,7 +281,8 @@ class Tracer:
         now = perf_counter_ns()
         with self.live.lock:
             self.live.pop_task(task_id).commit(self._store, code, reason, err, now)
-            flush = self.path is not None and self._pending_records() >= self.flush_threshold
+            self._due += 1
+            flush = self._due >= self.flush_threshold and self.path is not None
         if flush:
             self.flush()
 
@@ -447,9 +450,10 @@ class Tracer:
             return
         with self._io_lock:
             with self.live.lock:
-                recs, self._cursor = self._store.records(self.epoch_ns, *self._cursor)
-            if recs:
-                append_records(self.path, recs)
+                rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
+                self._due = 0
+            if rec is not None:
+                append_records(self.path, [rec])
 
     def drain_records(self) -> list[dict[str, Any]]:
         """Return every finished record (header first) and drop them from this tracer.
@@ -460,14 +464,15 @@ class Tracer:
         """
         with self._io_lock:
             with self.live.lock:
-                recs, _cursor = self._store.records(self.epoch_ns, *self._cursor)
+                rec, _cursor = self._store.columns(self.epoch_ns, *self._cursor)
                 drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
                 self._drained = self._drained or bool(drained)
                 self._store = Store()
                 self._wcode = self._store.worker_code(self.worker)
                 self._cursor = (0, 0, 0, 0)
-            if recs and self.path is not None:
-                append_records(self.path, recs)
+                self._due = 0
+            if rec is not None and self.path is not None:
+                append_records(self.path, [rec])
         return [self._header(), *drained] if drained else []
 
     def ingest(self, records: Iterable[Mapping[str, Any]]) -> int:
@@ -489,9 +494,14 @@ class Tracer:
         with self.live.lock:
             n = self._store.ingest(recs, self.epoch_ns, self.wall_epoch)
             for rec in recs:
-                if rec.get("kind") == "task":
+                kind = rec.get("kind")
+                if kind == "task":
                     self._ingested.add(int(rec["task_id"]))
-            flush = self.path is not None and self._pending_records() >= self.flush_threshold
+                elif kind == COLUMNS:  # read back from a trace file
+                    for tid in rec["tasks"]["task_id"]:
+                        self._ingested.add(int(tid))
+            self._due = self._pending_records()
+            flush = self._due >= self.flush_threshold and self.path is not None
         if flush:
             self.flush()
         return n
@@ -522,11 +532,12 @@ class Tracer:
             self.dump.flush()
         with self._io_lock:
             with self.live.lock:
-                recs, self._cursor = self._store.records(self.epoch_ns, *self._cursor)
+                rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
+                self._due = 0
                 snap = None if self._drained else self._store.snapshot()
                 header = self._header()
-            if recs:
-                append_records(self.path, recs)
+            if rec is not None:
+                append_records(self.path, [rec])
             size = self.path.stat().st_size
             if size != self._compacted or not self.parquet_path.is_file():
                 if snap is None:

@@ -189,8 +189,8 @@ def test_hand_made_jsonl_with_several_headers_and_a_wide_int(tmp_path: Path) -> 
     _traced(b, range(3, 6), parquet=False).close()
     both = tmp_path / "both.jsonl"
     lines = a.read_bytes().splitlines() + b.read_bytes().splitlines()
-    rec = orjson.loads(lines[1])
-    rec["attrs"]["huge"] = 2**64 - 1  # JSON holds it, int64 does not
+    rec = orjson.loads(lines[1])  # the first batch of columns: task row 0 gets "huge"
+    rec.setdefault("task_attrs", {})["huge"] = [[0], [2**64 - 1]]  # JSON holds it, not int64
     lines[1] = orjson.dumps(rec)
     both.write_bytes(b"\n".join(lines) + b"\n")
     target, snap = compact_trace(both)

@@ -58,13 +58,18 @@ def test_batches_are_written_at_threshold(tmp_path: Path) -> None:
     tr = Tracer(path=path, flush_threshold=10)
     _fill(tr, range(9))
     lines = path.read_bytes().splitlines()
-    # finalize + consume per task: the 10th record (task 4's consume) triggers one batch
-    assert len(lines) == 1 + 10
+    # finalize + consume per task: the 10th record (task 4's consume) triggers one batch,
+    # written as one line of columns (5 tasks, 5 late marks)
+    assert len(lines) == 1 + 1
+    batch = orjson.loads(lines[1])
+    assert batch["kind"] == "columns" and batch["tasks"]["task_id"] == [0, 1, 2, 3, 4]
+    assert batch["marks"]["task_id"] == [0, 1, 2, 3, 4]
     assert tr.stats["unwritten"] == 8
     tr.flush()
     lines = path.read_bytes().splitlines()
     assert orjson.loads(lines[0])["kind"] == "header"
-    assert sum(orjson.loads(x)["kind"] == "task" for x in lines) == 9
+    assert len(lines) == 3
+    assert sum(len(orjson.loads(x)["tasks"]["task_id"]) for x in lines[1:]) == 9
     assert tr.stats["unwritten"] == 0
 
 
