@@ -239,8 +239,9 @@ def summary(tasks: pd.DataFrame, *, sessions: pd.DataFrame | None = None) -> Sum
     def rate(x: float) -> float:
         return x / duration if duration > 0 else np.nan
 
-    def tokens(col: str) -> float:
-        return float(np.nansum(_floats(tasks[col]))) if col in tasks.columns else np.nan
+    def tokens(col: str) -> float:  # NA when no task has a count (not a silent 0)
+        v = _floats(tasks[col]) if col in tasks.columns else np.full(1, np.nan)
+        return float(np.nansum(v)) if not np.isnan(v).all() else np.nan
 
     thr = pd.Series({
         "duration_s": duration,
@@ -295,7 +296,8 @@ def throughput(tasks: pd.DataFrame, window: float = 1.0, *,
 
     Returns:
         A DataFrame indexed by window start (seconds since ``t0``) with columns
-        ``tasks``, ``accepted``, ``tasks_per_s``, ``completion_tokens_per_s``.
+        ``tasks``, ``accepted``, ``tasks_per_s``, ``completion_tokens_per_s`` (NA in a window
+        whose finished tasks all lack a token count; 0 in a window where none finished).
 
     Raises:
         ConfigError: ``window`` is not positive.
@@ -318,8 +320,10 @@ def throughput(tasks: pd.DataFrame, window: float = 1.0, *,
     acc = _is_status(tasks[S.STATUS], "accepted")
     accepted = np.bincount(bins, weights=acc[done].astype(np.float64), minlength=n)
     if S.COMPLETION_TOKENS in tasks.columns:
-        tok = np.nan_to_num(_floats(tasks[S.COMPLETION_TOKENS])[done])
-        tokens = np.bincount(bins, weights=tok, minlength=n) / window
+        tok = _floats(tasks[S.COMPLETION_TOKENS])[done]
+        known = ~np.isnan(tok)
+        tokens = np.bincount(bins, weights=np.where(known, tok, 0.0), minlength=n) / window
+        tokens[(count > 0) & (np.bincount(bins, weights=known, minlength=n) == 0)] = np.nan
     else:
         tokens = np.full(n, np.nan)
     index = pd.Index((np.arange(n) + lo) * window, dtype="float64", name="time")
@@ -342,8 +346,8 @@ def _intervals(df: pd.DataFrame, kind: str) -> tuple[np.ndarray[Any, np.dtype[np
         return submit, end, t0
     dispatch = (_floats(df[S.DISPATCH_TS]) if S.DISPATCH_TS in df.columns
                 else np.full(len(df), np.nan))
-    if kind == "queued":
-        return submit, dispatch, t0
+    if kind == "queued":  # a task that ended without a dispatch left the queue then
+        return submit, np.where(np.isnan(dispatch), end, dispatch), t0
     if kind == "running":
         begin = _floats(df[S.START_TS]) if S.START_TS in df.columns else dispatch
         begin = np.where(np.isnan(begin), dispatch, begin)
@@ -357,8 +361,9 @@ def concurrency(spans_or_tasks: pd.DataFrame, *, kind: str = "running",
 
     Args:
         spans_or_tasks: a spans frame (intervals ``start``→``end``) or a tasks frame.
-        kind: for tasks: ``"running"`` (start→end), ``"queued"`` (submit→dispatch) or
-            ``"total"`` (submit→end). Ignored for spans.
+        kind: for tasks: ``"running"`` (start→end), ``"queued"`` (submit→dispatch, or
+            submit→end for a task that ended without a dispatch, e.g. cancelled in the
+            queue) or ``"total"`` (submit→end). Ignored for spans.
         phase: for spans, count only this phase.
         t0: time origin; defaults to the first submit (tasks) or first span start.
 
@@ -415,7 +420,8 @@ def by_server(sessions: pd.DataFrame) -> pd.DataFrame:
         A DataFrame indexed by server with columns ``sessions``, ``failed``, the
         :data:`LATENCY_STATS` of ``total_s`` (``mean``, ``p50``…), ``ttft_p50``,
         ``prompt_tokens``, ``completion_tokens``, ``completion_tokens_per_s`` (over the
-        server's summed session time) and ``retries``.
+        server's summed session time) and ``retries``; a total is NA for a server none of
+        whose sessions has a value (not 0).
 
     Raises:
         TraceSchemaError: a required column is missing.
@@ -424,11 +430,11 @@ def by_server(sessions: pd.DataFrame) -> pd.DataFrame:
     out = _group_stats(sessions, S.SERVER, S.TOTAL_S).rename(columns={"count": "sessions"})
     key = sessions[S.SERVER].astype("string").fillna("?").to_numpy()
 
-    def total(col: str) -> pd.Series[float]:
+    def total(col: str) -> pd.Series[float]:  # NA for a server without any value
         if col not in sessions.columns:
             return pd.Series(np.nan, index=out.index)
-        return pd.Series(np.nan_to_num(_floats(sessions[col])), index=sessions.index).groupby(
-            key).sum().reindex(out.index)
+        return pd.Series(_floats(sessions[col]), index=sessions.index).groupby(
+            key).sum(min_count=1).reindex(out.index)
 
     if S.STATUS in sessions.columns:
         failed = (sessions[S.STATUS].astype("string") == "failed").astype("int64")
@@ -462,7 +468,8 @@ def by_phase(spans: pd.DataFrame) -> pd.DataFrame:
         spans = spans.assign(**{S.DURATION: _floats(spans[S.END]) - _floats(spans[S.START])})
     out = _group_stats(spans, S.PHASE, S.DURATION)
     dur = pd.Series(_floats(spans[S.DURATION]), index=spans.index)
-    out["total_s"] = dur.groupby(spans[S.PHASE].astype("string").fillna("?").to_numpy()).sum()
+    out["total_s"] = dur.groupby(spans[S.PHASE].astype("string").fillna("?").to_numpy()).sum(
+        min_count=1)  # NA for a phase whose spans are all open
     grand = float(out["total_s"].sum())
     out["share"] = out["total_s"] / grand if grand > 0 else np.nan
     order = [p for p in phase_names(spans) if p in out.index]
@@ -480,7 +487,8 @@ def slowest(tasks: pd.DataFrame, n: int = 10, *, by: str = S.TOTAL_S,
         columns: columns to keep (default: all).
 
     Returns:
-        The top rows of ``tasks``, same index (task_id).
+        The top rows of ``tasks``, same index (task_id); ties keep frame order, rows whose
+        ``by`` is NA (unfinished tasks) come after every known value.
 
     Raises:
         ConfigError: ``n`` is negative.

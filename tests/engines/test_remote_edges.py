@@ -1,0 +1,380 @@
+"""RemoteInfEngine at its limits and on its rare paths: the continuation budget at the edge
+and one past it, TTFT across a continuation, the token budget, retries, Retry-After and the
+total deadline through the engine, and what each path leaves in the trace.
+
+Most tests run against the simulator (real HTTP on 127.0.0.1); the continuation loop's own
+decisions are checked on a scripted ``_segment`` (no server)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit.engines import RemoteSGLangEngine, http, remote
+from rollout_kit.engines.backend import Segment
+from rollout_kit.engines.output import Output, output_budget
+from rollout_kit.errors import (
+    ConfigError,
+    EngineBadRequestError,
+    EngineError,
+    EngineServerError,
+    EngineTimeoutError,
+)
+from rollout_kit.io import ModelRequest
+from rollout_kit.sim import ByteTokenizer, serve
+from rollout_kit.tracing import Tracer
+from rollout_kit.tracing import schema as S
+
+from .conftest import make_engine
+
+TOK = ByteTokenizer()
+FLAVOURS = ["sglang", "vllm"]
+
+
+def answer(text: str) -> Any:
+    return lambda _prompt: text
+
+
+def req(prompt: str = "What is 2+2?", **g: Any) -> ModelRequest:
+    return ModelRequest(input_ids=TOK.encode(prompt), gconfig=GenerationConfig(**g))
+
+
+class _Proxy:
+    def __init__(self, module: Any, **over: Any) -> None:
+        self._module, self._over = module, over
+
+    def __getattr__(self, name: str) -> Any:
+        return self._over[name] if name in self._over else getattr(self._module, name)
+
+
+class Traced:
+    """One traced task around engine calls: ``with traced() as t: ... t.frames``."""
+
+    def __init__(self) -> None:
+        self.tracer = Tracer()
+        self.tracer.register_task(0)
+
+    async def call(self, engine: Any, r: ModelRequest) -> Any:
+        with self.tracer.task_scope(0):
+            async with self.tracer.session():
+                return await engine.generate_async(r)
+
+    def frames(self, status: str = "accepted") -> Any:
+        self.tracer.finalize(0, status)
+        return self.tracer.frames()
+
+
+# -- continuations ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_max_continuations_at_the_edge_and_one_past(flavour: str) -> None:
+    async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("z" * 300)) as cluster:
+        async with make_engine(flavour, cluster.addresses, max_continuations=2) as engine:
+            cluster.servers[0].faults.force("abort", 2)
+            t = Traced()
+            resp = await t.call(engine, req(max_new_tokens=64))
+            assert resp.n_continuations == 2 and len(resp.output_tokens) == 64
+            assert resp.output_tokens == TOK.encode("z" * 64)
+            f = t.frames()
+            s = f.sessions.iloc[0]
+            assert s[S.CONTINUATIONS] == 2 and s[S.STOP_REASON] == "length"
+            assert f.events[S.EVENT].tolist() == ["continue", "continue"]
+            assert f.events[S.VERSION].tolist() == [0, 0]
+            cluster.servers[0].faults.force("abort", 3)  # one more than it may continue
+            t2 = Traced()
+            with pytest.raises(EngineError, match=r"aborted the generation 3 times in a row "
+                                                  r"\(EngineConfig.max_continuations=2\)"):
+                await t2.call(engine, req(max_new_tokens=64))
+            f2 = t2.frames("failed")
+            s2 = f2.sessions.iloc[0]
+            assert s2[S.STATUS] == "failed" and s2[S.CONTINUATIONS] == 2
+            assert s2[S.SERVER] == engine.servers[0]
+            assert len(f2.events) == 2  # the third abort is not continued
+
+
+async def test_no_continuation_allowed() -> None:
+    async with serve("sglang", n=1, zero_latency=True, answer_fn=answer("z" * 100)) as cluster, \
+            make_engine("sglang", cluster.addresses, max_continuations=0) as engine:
+        cluster.servers[0].faults.force("abort", 1)
+        with pytest.raises(EngineError, match="1 times in a row"):
+            await engine.generate_async(req(max_new_tokens=20))
+        resp = await engine.generate_async(req(max_new_tokens=20))  # no abort: fine
+    assert resp.n_continuations == 0 and len(resp.output_tokens) == 20
+
+
+@pytest.fixture
+def t0_of_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The ``perf_counter_ns`` values the engine module reads (the first: the call's t0)."""
+    seen: list[int] = []
+
+    def perf_counter_ns() -> int:
+        v = time.perf_counter_ns()
+        seen.append(v)
+        return v
+
+    monkeypatch.setattr(remote, "time", _Proxy(time, perf_counter_ns=perf_counter_ns))
+    yield seen
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_ttft_is_not_reset_at_a_continuation(flavour: str, t0_of_calls: list[int]) -> None:
+    async with serve(flavour, n=1, itl_s=0.001, jitter_cv=0.0,
+                     answer_fn=answer("w" * 200)) as cluster, \
+            make_engine(flavour, cluster.addresses, stream=True) as engine:
+        segments: list[Segment] = []
+        once = engine._stream_once
+
+        async def recorded(*args: Any) -> Segment:
+            seg = await once(*args)
+            segments.append(seg)
+            return seg
+
+        engine._stream_once = recorded  # type: ignore[method-assign]
+        cluster.servers[0].faults.force("abort", 2)
+        t = Traced()
+        t0_of_calls.clear()
+        resp = await t.call(engine, req(max_new_tokens=40))
+    assert resp.n_continuations == 2 and len(segments) == 3
+    assert all(seg.chunks for seg in segments)  # every segment streamed tokens
+    first = [seg.chunks[0][0] for seg in segments]
+    assert first == sorted(first) and first[0] < first[1]
+    t0 = t0_of_calls[0]
+    # from the call to the first token kept: the first segment's, not a continuation's
+    assert resp.ttft == pytest.approx((first[0] - t0) / 1e9, rel=1e-9, abs=1e-9)
+    assert 0 < resp.ttft < (first[1] - t0) / 1e9
+    # inter-token gaps within each response only: none across a continuation
+    assert len(resp.itl) == sum(len(seg.chunks) - 1 for seg in segments)
+    f = t.frames()
+    s = f.sessions.iloc[0]
+    assert s[S.TTFT_S] == pytest.approx(resp.ttft)
+    assert s[S.ITL_S] == pytest.approx(sum(resp.itl) / len(resp.itl))
+
+
+def test_output_keeps_the_first_token_time_of_the_first_segment() -> None:
+    out = Output()
+    out.add(Segment(), [])  # an empty segment (aborted before prefill) has no token time
+    assert out.first_token_ns is None
+    a = Segment(tokens=[1, 2], logprobs=[0.0, 0.0], chunks=[(100, 1), (150, 1)],
+                text="ab", cached_tokens=3, server_timing={"x": 1.0})
+    b = Segment(tokens=[3, 4, 5], logprobs=[0.0] * 3, chunks=[(900, 2), (1000, 1)],
+                text="cd", cached_tokens=2, server_timing={"y": 2.0})
+    out.add(a, [0, 0])
+    out.add(b, [1, 1, 1])
+    assert out.first_token_ns == 100  # not 900: a continuation does not reset it
+    assert out.itl == pytest.approx([50e-9, 100e-9])  # the 750 ns pause is left out
+    assert out.tokens == [1, 2, 3, 4, 5] and out.versions == [0, 0, 1, 1, 1]
+    assert out.text == "abcd" and out.has_text and out.cached_tokens == 5
+    assert out.server_timing == {"x": 1.0, "y": 2.0}
+    assert not Output().has_text
+
+
+# -- the token budget ---------------------------------------------------------------------
+
+
+def test_output_budget_edges() -> None:
+    g = GenerationConfig(max_new_tokens=10, max_tokens=20)
+    assert output_budget(g, 0) == 10 and output_budget(g, 10) == 10
+    assert output_budget(g, 11) == 9 and output_budget(g, 19) == 1
+    for prompt_len in (20, 21):
+        with pytest.raises(ConfigError, match=f"the prompt has {prompt_len} tokens and "
+                                              "max_tokens=20 leaves no room"):
+            output_budget(g, prompt_len)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_max_tokens_at_the_edge_and_one_past(flavour: str) -> None:
+    prompt = "What is 2+2?"
+    n = len(TOK.encode(prompt))
+    async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("q" * 50)) as cluster, \
+            make_engine(flavour, cluster.addresses) as engine:
+        one = await engine.generate_async(req(prompt, max_new_tokens=30, max_tokens=n + 1))
+        assert len(one.output_tokens) == 1 and one.stop_reason == "length"
+        new = await engine.generate_async(req(prompt, max_new_tokens=1))
+        assert len(new.output_tokens) == 1 and new.stop_reason == "length"
+        three = await engine.generate_async(req(prompt, max_new_tokens=30, max_tokens=n + 3))
+        assert len(three.output_tokens) == 3
+        with pytest.raises(ConfigError, match="no room"):
+            await engine.generate_async(req(prompt, max_tokens=n))
+
+
+# -- the continuation loop, scripted -----------------------------------------------------
+
+
+class Script:
+    """Stands in for ``RemoteInfEngine._segment``: answers with the given segments."""
+
+    def __init__(self, *segments: Segment | BaseException) -> None:
+        self.segments = list(segments)
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, key: str, ids: list[int] | None, text: str | None,
+                       gconfig: GenerationConfig, room: int, prefer: str | None,
+                       state: Any, headers: Any) -> tuple[Segment, str]:
+        self.calls.append({"key": key, "ids": ids, "text": text, "room": room,
+                           "prefer": prefer, "headers": headers})
+        item = self.segments.pop(0)
+        if isinstance(item, BaseException):
+            state.retries += 1
+            raise item
+        return item, f"s{len(self.calls)}:1"
+
+
+def seg(tokens: list[int], finish: str, **kw: Any) -> Segment:
+    return Segment(tokens=tokens, logprobs=[-0.5] * len(tokens), finish=finish,  # type: ignore[arg-type]
+                   **kw)
+
+
+async def scripted_engine(script: Script, **config: Any) -> RemoteSGLangEngine:
+    engine = make_engine("sglang", "127.0.0.1:9", **config)
+    engine._state = remote._State.OPENED
+    engine._probe_task = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
+    engine._segment = script  # type: ignore[method-assign]
+    return engine  # type: ignore[return-value]
+
+
+async def test_an_abort_that_filled_the_budget_ends_with_length() -> None:
+    script = Script(seg([1, 2, 3], "abort"), seg([4, 5], "abort"))
+    engine = await scripted_engine(script)
+    try:
+        resp = await engine.generate_async(ModelRequest(rid="t7:0", input_ids=[9, 9],
+                                                        gconfig=GenerationConfig(
+                                                            max_new_tokens=5)))
+    finally:
+        await engine.close_async()
+    assert resp.stop_reason == "length" and resp.output_tokens == [1, 2, 3, 4, 5]
+    assert resp.n_continuations == 1  # the second abort needs no continuation
+    assert [c["room"] for c in script.calls] == [5, 2]  # what is left of the original 5
+    assert [c["ids"] for c in script.calls] == [[9, 9], [9, 9, 1, 2, 3]]
+    assert [c["prefer"] for c in script.calls] == [None, "s1:1"]  # stays on its server
+    assert {c["key"] for c in script.calls} == {"t7"}
+    assert resp.server == "s2:1" and resp.output_logprobs == [-0.5] * 5
+
+
+async def test_text_prompt_budget_comes_from_the_server_prompt_ids() -> None:
+    script = Script(seg([1], "abort", text="a", prompt_ids=[7] * 8), seg([2], "stop", text="b"))
+    engine = await scripted_engine(script)
+    try:
+        resp = await engine.generate_async(ModelRequest(
+            text="hi", gconfig=GenerationConfig(max_new_tokens=50, max_tokens=10)))
+    finally:
+        await engine.close_async()
+    # first request: the text and the whole max_new_tokens; then the ids it answered with
+    assert script.calls[0]["ids"] is None and script.calls[0]["text"] == "hi"
+    assert script.calls[0]["room"] == 50
+    assert script.calls[1]["ids"] == [7] * 8 + [1] and script.calls[1]["text"] is None
+    assert script.calls[1]["room"] == 1  # max_tokens 10 - 8 prompt tokens - 1 kept
+    assert resp.input_tokens == [7] * 8 and resp.text == "ab" and resp.stop_reason == "stop"
+
+
+async def test_an_error_in_a_continuation_is_traced_with_the_counts() -> None:
+    boom = EngineServerError("s2:1 /generate answered HTTP 500: x", status=500, server="s2:1")
+    script = Script(seg([1, 2], "abort"), boom)
+    engine = await scripted_engine(script)
+    t = Traced()
+    try:
+        with pytest.raises(EngineServerError):
+            await t.call(engine, ModelRequest(rid="r", input_ids=[1],
+                                              gconfig=GenerationConfig(max_new_tokens=8)))
+    finally:
+        await engine.close_async()
+    f = t.frames("failed")
+    s = f.sessions.iloc[0]
+    assert s[S.SERVER] == "s2:1" and s[S.CONTINUATIONS] == 1 and s[S.RETRIES] == 1
+    assert s["rid"] == "r" and len(f.events) == 1
+    assert s[S.STATUS] == "failed" and pd.isna(s[S.COMPLETION_TOKENS])  # none delivered
+
+
+@pytest.mark.parametrize("record_text", [False, True])
+async def test_engine_trace_attributes_of_a_plain_call(record_text: bool) -> None:
+    script = Script(seg([1, 2, 3], "stop", text="abc"))
+    engine = await scripted_engine(script, record_text=record_text)
+    t = Traced()
+    try:
+        resp = await t.call(engine, ModelRequest(rid="q:1", input_ids=[4, 5],
+                                                 gconfig=GenerationConfig(max_new_tokens=8)))
+    finally:
+        await engine.close_async()
+    s = t.frames().sessions.iloc[0]
+    assert (s[S.PROMPT_TOKENS], s[S.COMPLETION_TOKENS], s[S.CONTINUATIONS], s[S.RETRIES]) == \
+        (2, 3, 0, 0)
+    assert s[S.STOP_REASON] == "stop" and s["rid"] == "q:1" and s[S.SERVER] == "s1:1"
+    if record_text:
+        assert s["output_text"] == "abc"
+    else:
+        assert "output_text" not in t.tracer.sessions_df().columns
+    assert math.isnan(s[S.TTFT_S])  # not streamed: no TTFT recorded
+    assert resp.text == "abc" and math.isnan(resp.ttft) and resp.latency > 0
+
+
+# -- retries, Retry-After and deadlines through the engine -------------------------------
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_max_retries_through_the_engine_edge_and_one_past(flavour: str) -> None:
+    policy = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.002)
+    async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine(flavour, cluster.addresses, retry=policy) as engine:
+        plan = cluster.servers[0].faults
+        plan.force("error", 2, status=500)
+        t = Traced()
+        resp = await t.call(engine, req(max_new_tokens=8))
+        assert resp.retries == 2
+        assert t.frames().sessions.iloc[0][S.RETRIES] == 2
+        plan.force("error", 3, status=500)
+        t2 = Traced()
+        with pytest.raises(EngineServerError):
+            await t2.call(engine, req(max_new_tokens=8))
+        s = t2.frames("failed").sessions.iloc[0]
+        assert s[S.RETRIES] == 2 and s["http_status"] == 500
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_retry_after_is_capped_through_the_engine(flavour: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(http, "asyncio", _Proxy(asyncio, sleep=sleep))
+    policy = RetryPolicy(max_retries=3, initial_delay=0.01, max_delay=0.02)
+    async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine(flavour, cluster.addresses, retry=policy) as engine:
+        plan = cluster.servers[0].faults
+        plan.update(retry_after_s=30)  # longer than the whole budget (FAST_TIMEOUTS: 20 s)
+        plan.force("error", 1, status=503)
+        resp = await engine.generate_async(req(max_new_tokens=8))
+    assert resp.retries == 1 and slept == [0.02]  # the policy's cap, not the server's 30 s
+
+
+async def test_total_deadline_ends_the_call_without_retrying() -> None:
+    timeouts = Timeouts(request=5.0, total=0.3, setup=5.0, health=1.0)
+    async with serve("sglang", n=1, zero_latency=True) as cluster, \
+            make_engine("sglang", cluster.addresses, timeouts=timeouts) as engine:
+        cluster.servers[0].faults.force("hang", 1)
+        t = Traced()
+        with pytest.raises(EngineTimeoutError):
+            await t.call(engine, req(max_new_tokens=4))
+        s = t.frames("failed").sessions.iloc[0]
+    assert s[S.RETRIES] == 0  # the one attempt had the whole (short) budget
+    assert s[S.SERVER] == engine.servers[0]
+
+
+async def test_bad_request_is_traced_with_its_status() -> None:
+    async with serve("vllm", n=1, zero_latency=True, context_length=32) as cluster, \
+            make_engine("vllm", cluster.addresses) as engine:
+        t = Traced()
+        with pytest.raises(EngineBadRequestError):
+            await t.call(engine, req("p" * 60, max_new_tokens=8))
+        s = t.frames("failed").sessions.iloc[0]
+    assert s["http_status"] == 400 and s[S.RETRIES] == 0 and s[S.CONTINUATIONS] == 0

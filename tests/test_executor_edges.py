@@ -1,0 +1,399 @@
+"""The executor at its limits: concurrency, queue bound and staleness at the edge and one
+past it, the capacity formula by hand, the dispatch slice, and every way a task ends
+(accepted, rejected by None or by should_accept_fn, failed, cancelled queued / running /
+before its first step, closed) with what each leaves in the trace.
+
+No fixed sleeps: workflows block on events the test opens, and the test waits for the
+conditions the executor guarantees (``until``)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from rollout_kit.config import ExecutorConfig
+from rollout_kit.errors import ConfigError, ControllerStateError, EngineServerError
+from rollout_kit.executor import (
+    DISPATCH_SLICE,
+    Dispatcher,
+    Job,
+    WorkflowExecutor,
+    capacity,
+    error_text,
+    make_recipe,
+)
+from rollout_kit.executor.staleness import stall_message
+from rollout_kit.io import RolloutResult
+from rollout_kit.tracing import Tracer
+from rollout_kit.tracing import schema as S
+from tests._local_engine import LocalEngine
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def until(cond: Callable[[], bool], what: str = "condition") -> None:
+    """Yield to the loop until ``cond()`` holds (bounded by the test's timeout)."""
+    while not cond():
+        await asyncio.sleep(0)
+
+
+class Blocking:
+    """A workflow that starts, then waits for its task's event; returns per ``data``."""
+
+    def __init__(self) -> None:
+        self.events: dict[int, asyncio.Event] = {}
+        self.started: list[Any] = []
+
+    def release(self, key: Any) -> None:
+        self.events.setdefault(key, asyncio.Event()).set()
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        key = data["key"]
+        self.started.append(key)
+        tr_session = data.get("session")
+        ev = self.events.setdefault(key, asyncio.Event())
+        if tr_session is not None:
+            async with tr_session():
+                await ev.wait()
+        else:
+            await ev.wait()
+        if data.get("boom"):
+            raise ValueError(f"boom {key}")
+        if data.get("engine_error"):
+            raise EngineServerError("h:1 /generate answered HTTP 500", status=500, server="h:1")
+        return None if data.get("reject") else {"key": key}
+
+
+class Harness:
+    """A WorkflowExecutor with a list sink, a tracer and one Blocking workflow."""
+
+    def __init__(self, **config: Any) -> None:
+        self.results: list[RolloutResult] = []
+        self.tracer = Tracer()
+        self.engine = LocalEngine()
+        self.ex = WorkflowExecutor(self.engine, sink=self.results.append,
+                                   config=ExecutorConfig(**config), tracer=self.tracer,
+                                   worker="w0")
+        self.flow = Blocking()
+        self.recipe = make_recipe(self.flow, None, None)
+
+    def submit(self, tid: int, **data: Any) -> None:
+        self.ex.submit(Job(tid, {"key": tid, **data}, self.recipe))
+
+    def by_id(self) -> dict[int, RolloutResult]:
+        return {r.task_id: r for r in self.results}
+
+    async def done(self, n: int) -> None:
+        await until(lambda: len(self.results) >= n)
+
+
+# -- the capacity formula, by hand --------------------------------------------------------
+
+
+def test_capacity_formula_at_each_edge() -> None:
+    plain = ExecutorConfig(max_concurrent_rollouts=3)
+    assert [capacity(plain, running=r, accepted=99, version=0) for r in (0, 2, 3, 4)] == \
+        [3, 1, 0, -1]  # accepted results do not count without staleness control
+    st = ExecutorConfig(max_concurrent_rollouts=10, max_staleness=0, consumer_batch_size=2)
+    # budget (0 + version + 1) * 2 - (accepted + running)
+    assert capacity(st, running=0, accepted=0, version=0) == 2
+    assert capacity(st, running=1, accepted=1, version=0) == 0  # at the edge
+    assert capacity(st, running=1, accepted=2, version=0) == -1  # one past
+    assert capacity(st, running=0, accepted=2, version=1) == 2
+    one = ExecutorConfig(max_concurrent_rollouts=100, max_staleness=1, consumer_batch_size=3)
+    assert capacity(one, running=2, accepted=1, version=2) == (1 + 2 + 1) * 3 - 3
+    tight = ExecutorConfig(max_concurrent_rollouts=2, max_staleness=5, consumer_batch_size=4)
+    assert capacity(tight, running=1, accepted=0, version=0) == 1  # the concurrency bound
+    msg = stall_message(st, accepted=2, version=0, queued=4)
+    assert msg.startswith("staleness control stalls dispatch: 4 task(s) queued, none running, "
+                          "capacity 0 at version 0 (accepted=2, max_staleness=0, "
+                          "consumer_batch_size=2); call set_version(1)")
+
+
+@pytest.mark.parametrize("bad", [
+    {"max_concurrent_rollouts": 0}, {"queue_size": 0}, {"max_staleness": -1},
+    {"consumer_batch_size": 0}, {"reward_timeout": 0}, {"max_concurrent_rollouts": True},
+])
+def test_limit_settings_refuse_values_past_their_edge(bad: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        ExecutorConfig(**bad)
+    edge = {k: (1 if k != "max_staleness" else 0) for k in bad}
+    ExecutorConfig(**edge)  # the edge itself is valid
+
+
+# -- the dispatcher on its own ------------------------------------------------------------
+
+
+def _dispatcher(cfg: ExecutorConfig, version: list[int] | None = None
+                ) -> tuple[Dispatcher, list[Job]]:
+    started: list[Job] = []
+    v = version or [0]
+    return Dispatcher(cfg, version=lambda: v[0], start=started.append), started
+
+
+def _job(tid: int) -> Job:
+    return Job(tid, None, make_recipe(Blocking(), None, None))
+
+
+async def test_dispatch_at_the_concurrency_bound_and_one_past() -> None:
+    loop = asyncio.get_running_loop()
+    d, started = _dispatcher(ExecutorConfig(max_concurrent_rollouts=2))
+    for i in range(3):
+        d.enqueue(_job(i), loop)
+    assert [j.task_id for j in started] == [0, 1] and len(d.pending) == 1
+    assert d.capacity() == 0 and set(d.running) == {0, 1}
+    d.done(started[0], accepted=True)
+    assert d.capacity() == 1 and d.accepted == 1
+    d.dispatch(loop)
+    assert [j.task_id for j in started] == [0, 1, 2] and not d.pending
+    d.done(started[1], accepted=False)
+    assert d.accepted == 1 and set(d.running) == {2}
+
+
+async def test_queue_bound_at_the_edge_and_one_past() -> None:
+    loop = asyncio.get_running_loop()
+    d, _ = _dispatcher(ExecutorConfig(max_concurrent_rollouts=1, queue_size=2))
+    d.enqueue(_job(0), loop)  # runs: not in the queue
+    d.check_room()
+    d.enqueue(_job(1), loop)
+    assert d.has_room()
+    d.check_room()  # one place left
+    d.enqueue(_job(2), loop)
+    assert not d.has_room()
+    with pytest.raises(ControllerStateError, match=r"the queue is full \(2 task\(s\) waiting "
+                                                   r"for dispatch, queue_size=2\)"):
+        d.check_room()
+    unbounded, _ = _dispatcher(ExecutorConfig(max_concurrent_rollouts=1))
+    for i in range(50):
+        unbounded.enqueue(_job(i), loop)
+    assert unbounded.has_room()
+    unbounded.check_room()
+
+
+async def test_a_big_submit_starts_one_slice_per_loop_turn() -> None:
+    loop = asyncio.get_running_loop()
+    d, started = _dispatcher(ExecutorConfig(max_concurrent_rollouts=1000))
+    n = DISPATCH_SLICE + 8
+    for i in range(n):
+        d.enqueue(_job(i), loop)
+    assert len(started) == DISPATCH_SLICE == 32 and len(d.pending) == 8
+    await until(lambda: len(started) == n)  # the rest in the next turn
+    assert [j.task_id for j in started] == list(range(n))
+
+
+async def test_staleness_stall_reason_and_release_in_the_dispatcher() -> None:
+    loop = asyncio.get_running_loop()
+    version = [0]
+    cfg = ExecutorConfig(max_concurrent_rollouts=10, max_staleness=0, consumer_batch_size=1)
+    d, started = _dispatcher(cfg, version)
+    for i in range(3):
+        d.enqueue(_job(i), loop)
+    assert [j.task_id for j in started] == [0]  # budget 1
+    assert d.stall_reason() is None  # something runs
+    d.done(started[0], accepted=False)  # rejected: does not use the budget
+    d.dispatch(loop)
+    assert [j.task_id for j in started] == [0, 1]
+    d.done(started[1], accepted=True)
+    d.dispatch(loop)
+    assert len(started) == 2 and d.capacity() == 0
+    reason = d.stall_reason()
+    assert reason is not None and "set_version(1)" in reason and "1 task(s) queued" in reason
+    version[0] = 1
+    assert d.stall_reason() is None and d.capacity() == 1
+    d.dispatch(loop)
+    assert [j.task_id for j in started] == [0, 1, 2]
+    d.paused = True
+    d.done(started[2], accepted=True)
+    d.enqueue(_job(3), loop)
+    assert "paused with 1 task(s) queued" in (d.stall_reason() or "")
+    counts = d.counts()
+    assert counts == {"enqueued": 1, "running": 0, "capacity": 0, "paused": True,
+                      "max_concurrent_rollouts": 10, "queue_size": None, "max_staleness": 0,
+                      "consumer_batch_size": 1}
+
+
+# -- the executor: every way a task ends --------------------------------------------------
+
+
+async def test_every_ending_of_a_task_and_its_trace() -> None:
+    h = Harness(max_concurrent_rollouts=10)
+    for tid, data in [(0, {}), (1, {"reject": True}), (2, {"boom": True}),
+                      (3, {"engine_error": True})]:
+        h.submit(tid, **data)
+    await until(lambda: len(h.flow.started) == 4)
+    for tid in range(4):
+        h.flow.release(tid)
+    await h.done(4)
+    r = h.by_id()
+    assert (r[0].status, r[0].reason, r[0].trajectory) == ("accepted", None, {"key": 0})
+    assert (r[1].status, r[1].reason) == ("rejected", "returned_none")
+    assert (r[2].status, r[2].reason) == ("failed", "workflow_exception")
+    assert isinstance(r[2].error, ValueError) and "boom 2" in (r[2].traceback or "")
+    assert (r[3].status, r[3].reason) == ("failed", "server_error")
+    assert all(x.worker == "w0" for x in r.values())
+    t = h.tracer.tasks_df()
+    assert t[S.STATUS].tolist() == ["accepted", "rejected", "failed", "failed"]
+    assert t[S.ERROR].isna().tolist() == [True, True, False, False]
+    assert t.loc[2, S.ERROR] == "ValueError: boom 2"
+    assert t.loc[3, S.ERROR] == ("server error HTTP 500 (h:1) — EngineServerError: "
+                                 "h:1 /generate answered HTTP 500")
+    assert t[[S.DISPATCH_TS, S.START_TS, S.END_TS]].notna().all().all()
+    assert (t[S.SUBMIT_TS] <= t[S.DISPATCH_TS]).all() and (t[S.START_TS] <= t[S.END_TS]).all()
+    st = h.ex.stats()
+    assert (st["accepted"], st["rejected"], st["failed"], st["cancelled"], st["submitted"]) == \
+        (1, 1, 2, 0, 4)
+    assert st["running"] == 0 and st["version"] == 0 and st["closed"] is False
+    await h.ex.close_async()
+
+
+async def test_should_accept_fn_sync_and_async() -> None:
+    results: list[RolloutResult] = []
+    ex = WorkflowExecutor(LocalEngine(), sink=results.append, tracer=Tracer())
+
+    async def async_no(traj: Any) -> bool:
+        return False
+
+    async def async_yes(traj: Any) -> bool:
+        return True
+
+    for tid, fn in [(0, async_no), (1, async_yes), (2, lambda traj: False), (3, lambda t: 1)]:
+        ex.submit(Job(tid, {"i": tid}, make_recipe(_Echo(), None, fn)))
+    await until(lambda: len(results) == 4)
+    got = {r.task_id: (r.status, r.reason) for r in results}
+    assert got == {0: ("rejected", "should_accept_fn"), 1: ("accepted", None),
+                   2: ("rejected", "should_accept_fn"), 3: ("accepted", None)}
+    await ex.close_async()
+
+
+class _Echo:
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        return {"data": data}
+
+
+async def test_cancel_queued_running_twice_and_unknown() -> None:
+    h = Harness(max_concurrent_rollouts=1)
+    h.submit(0, session=h.tracer.session)
+    h.submit(1)
+    await until(lambda: h.flow.started == [0])
+    assert h.ex.cancel(1) is True  # queued: ends at once
+    assert [(r.task_id, r.status, r.reason) for r in h.results] == [(1, "cancelled",
+                                                                      "cancelled")]
+    assert h.ex.cancel(1) is False  # gone
+    assert h.ex.cancel(0) is True  # running: ends when it next awaits
+    assert h.ex.cancel(0) is False  # requested before
+    assert h.ex.cancel(99) is False
+    await h.done(2)
+    assert h.by_id()[0].status == "cancelled" and h.by_id()[0].reason == "cancelled"
+    f = h.tracer.frames()
+    assert f.tasks.loc[0, S.STATUS] == "cancelled" and f.tasks.loc[1, S.STATUS] == "cancelled"
+    assert math.isnan(f.tasks.loc[1, S.DISPATCH_TS])  # cancelled in the queue
+    assert f.tasks.loc[0, S.START_TS] <= f.tasks.loc[0, S.END_TS]
+    assert f.sessions[S.STATUS].tolist() == ["cancelled"]  # the running one's session
+    assert h.ex.stats()["cancelled"] == 2 and not h.ex.has_tasks()
+    await h.ex.close_async()
+
+
+async def test_cancel_before_the_first_step() -> None:
+    h = Harness()
+    h.submit(0)
+    assert h.ex.is_running_any()  # dispatched: its asyncio task exists, not started
+    assert h.ex.cancel(0) is True
+    await h.done(1)
+    r = h.results[0]
+    assert (r.status, r.reason) == ("cancelled", "cancelled") and h.flow.started == []
+    t = h.tracer.tasks_df().loc[0]
+    assert not math.isnan(t[S.DISPATCH_TS]) and math.isnan(t[S.START_TS])
+    assert t[S.STATUS] == "cancelled"
+    await h.ex.close_async()
+
+
+async def test_close_cancels_queued_and_running_and_refuses_later_work() -> None:
+    h = Harness(max_concurrent_rollouts=1)
+    h.submit(0)
+    h.submit(1)
+    await until(lambda: h.flow.started == [0])
+    await h.ex.close_async()
+    got = {r.task_id: (r.status, r.reason) for r in h.results}
+    assert got == {0: ("cancelled", "cancelled"), 1: ("cancelled", "closed")}
+    assert h.ex.closed and not h.ex.has_tasks()
+    with pytest.raises(ControllerStateError, match="closed"):
+        h.ex.check_room()
+    h.submit(2)  # submitted anyway (e.g. in flight from a controller): closed out at once
+    assert h.by_id()[2].reason == "closed" and h.ex.stats()["submitted"] == 3
+    await h.ex.close_async()  # idempotent
+    leftover = [t for t in asyncio.all_tasks() if t.get_name().startswith("rollout-")]
+    assert leftover == []
+
+
+async def test_drain_finishes_everything_but_refuses_to_wait_forever() -> None:
+    h = Harness(max_concurrent_rollouts=1)
+    h.submit(0)
+    h.submit(1)
+    await until(lambda: h.flow.started == [0])
+    h.flow.release(0)
+    h.flow.release(1)
+    await h.ex.close_async(drain=True)
+    assert sorted((r.task_id, r.status) for r in h.results) == [(0, "accepted"),
+                                                               (1, "accepted")]
+    stuck = Harness(max_concurrent_rollouts=10, max_staleness=0, consumer_batch_size=1)
+    stuck.submit(0)
+    stuck.submit(1)
+    await until(lambda: stuck.flow.started == [0])
+    stuck.flow.release(0)
+    await stuck.done(1)
+    assert stuck.ex.stall_reason() is not None and stuck.ex.capacity() == 0
+    with pytest.raises(ControllerStateError, match="would wait forever: staleness control"):
+        await stuck.ex.close_async(drain=True)
+    await stuck.ex.close_async()
+    assert stuck.by_id()[1].reason == "closed"
+
+
+async def test_staleness_through_the_executor_edge_and_one_past() -> None:
+    h = Harness(max_concurrent_rollouts=10, max_staleness=1, consumer_batch_size=2)
+    for tid in range(6):
+        h.submit(tid)
+    # budget (1 + 0 + 1) * 2 = 4: four start, the fifth waits for a new version
+    await until(lambda: len(h.flow.started) == 4)
+    assert h.ex.capacity() == 0 and h.ex.stats()["enqueued"] == 2
+    for tid in range(4):
+        h.flow.release(tid)
+    await h.done(4)
+    assert len(h.flow.started) == 4 and h.ex.capacity() == 0
+    h.ex.set_version(1)  # budget 6: both start now
+    assert h.ex.get_version() == 1 and h.engine.version == 1
+    await until(lambda: len(h.flow.started) == 6)
+    h.flow.release(4)
+    h.flow.release(5)
+    await h.done(6)
+    await h.ex.close_async()
+
+
+async def test_pause_holds_queued_tasks_and_resume_releases_them() -> None:
+    h = Harness(max_concurrent_rollouts=1)
+    h.ex.pause()
+    assert h.ex.is_paused()
+    h.submit(0)
+    assert h.flow.started == [] and h.ex.load() == 1 and not h.ex.is_running_any()
+    assert "paused" in (h.ex.stall_reason() or "")
+    h.ex.resume()
+    await until(lambda: h.flow.started == [0])
+    assert not h.ex.is_paused() and h.ex.stall_reason() is None
+    h.flow.release(0)
+    await h.done(1)
+    assert repr(h.ex) == ("WorkflowExecutor(worker='w0', running=0, enqueued=0, paused=False, "
+                          "closed=False)")
+    await h.ex.close_async()
+
+
+def test_error_text_and_config_type() -> None:
+    assert error_text(ValueError("x")) == "ValueError: x"
+    e = EngineServerError("m", status=502, server="h:2")
+    assert error_text(e) == "server error HTTP 502 (h:2) — EngineServerError: m"
+    with pytest.raises(ConfigError, match="ExecutorConfig"):
+        WorkflowExecutor(LocalEngine(), sink=lambda r: None, config={})  # type: ignore[arg-type]
+    ex = WorkflowExecutor(LocalEngine(), sink=lambda r: None)
+    assert isinstance(ex.tracer, Tracer) and ex.config == ExecutorConfig()
