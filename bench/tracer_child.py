@@ -86,14 +86,16 @@ def rollout_kit_side(out: Path, flush: int) -> tuple[Run, Callable[[], int]]:
 
 
 async def measure(run: Run, n: int, reps: int) -> list[float]:
-    """µs per session of ``reps`` repetitions of ``n`` sessions, after a warm-up."""
-    await run(10**9, min(n, 2000))  # warm-up on ids that do not collide
+    """µs per session of ``reps`` repetitions of ``n`` sessions, after a warm-up; task ids
+    grow from 0 as a controller hands them out."""
+    warm = min(n, 2000)
+    await run(0, warm)
     gc.collect()
     gc.freeze()
     out = []
     for r in range(reps):
         t0 = time.perf_counter_ns()
-        await run(r * n, n)
+        await run(warm + r * n, n)
         out.append((time.perf_counter_ns() - t0) / n / 1000)
     return out
 

@@ -136,7 +136,8 @@ class PhaseScope(LiveSpan):
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.__exit__(et, ev, tb)
+        if self.task is not None:  # what __exit__ does, without a second call per span
+            self.close(perf_counter_ns(), FLAG_RAISED if et is not None else 0)
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: every call of ``fn`` is one span."""

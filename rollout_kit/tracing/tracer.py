@@ -190,9 +190,13 @@ class Tracer:
             check_attrs(attrs, _TASK_RESERVED)
         now = perf_counter_ns()
         live = self.live
-        with live.lock:
+        lock = live.lock
+        lock.acquire()  # not ``with``: on the per-session path the statement costs ~3×
+        try:
             wcode = self._wcode if worker is None else self._store.worker_code(worker)
             live.add_task(task_id, now, wcode, attrs)
+        finally:
+            lock.release()
 
     def annotate_task(self, task_id: int | None = None, **attrs: AttrValue) -> None:
         """Set attributes of a live task (the current task when ``task_id`` is None).
@@ -279,10 +283,15 @@ class Tracer:
         elif error is not None:
             err = truncate(str(error), MAX_ERROR_CHARS)
         now = perf_counter_ns()
-        with self.live.lock:
-            self.live.pop_task(task_id).commit(self._store, code, reason, err, now)
+        live = self.live
+        lock = live.lock
+        lock.acquire()
+        try:
+            live.pop_task(task_id).commit(self._store, code, reason, err, now)
             self._due += 1
             flush = self._due >= self.flush_threshold and self.path is not None
+        finally:
+            lock.release()
         if flush:
             self.flush()
 
@@ -365,8 +374,12 @@ class Tracer:
         if not self.enabled or not attrs:
             return
         check_attrs(attrs, _SESSION_RESERVED)
-        with self.live.lock:
+        lock = self.live.lock
+        lock.acquire()
+        try:
             self._session(session_id, "annotate").annotate(attrs)
+        finally:
+            lock.release()
 
     def increment(self, session_id: int | None = None, **counts: int | float) -> None:
         """Add to numeric session attributes, e.g. ``prompt_tokens=12, retries=1``.
@@ -377,8 +390,12 @@ class Tracer:
         if not self.enabled or not counts:
             return
         check_counts(counts, _SESSION_RESERVED)
-        with self.live.lock:
+        lock = self.live.lock
+        lock.acquire()
+        try:
             self._session(session_id, "increment").increment(counts)
+        finally:
+            lock.release()
 
     # -- phases ---------------------------------------------------------------------------
     def phase(self, name: str, session_id: int | None = None) -> PhaseScope:
