@@ -188,7 +188,7 @@ def areal_rows(size: Size) -> list[Row]:
     each side in its own subprocess, interleaved rounds (issue 19)."""
     n = {"smoke": 2_000, "quick": 20_000, "full": 50_000}[size]
     reps = {"smoke": 1, "quick": 3, "full": 3}[size]
-    rounds = {"smoke": 1, "quick": 4, "full": 6}[size]
+    rounds = {"smoke": 1, "quick": 6, "full": 8}[size]
     reason = ("not run at smoke size (seconds, not minutes)" if size == "smoke"
               else areal_env.unavailable())
     per_side: dict[str, list[float]] = {"areal": [], "rollout_kit": []}

@@ -48,6 +48,7 @@ NOOP: Final = 4
 
 #: the attributes of a task or session that has none (read only: one object, not one per task)
 _NO_ATTRS: Mapping[str, AttrValue] = MappingProxyType({})
+_NO_SPANS: list[int] = []  # the spans of a task that has none (never written to)
 
 
 class LiveSpan:
@@ -81,11 +82,11 @@ class LiveSpan:
             self.task = None
             assert task.open is not None  # it holds this open span
             task.open.remove(self)
-            row = (self.local, self.code, self.start, end, flags)
-            if task.spans is None:
-                task.spans = [row]
+            spans = task.spans  # flat: P_STRIDE values per span, as the store keeps them
+            if spans is None:
+                task.spans = [self.local, self.code, self.start, end, flags]
             else:
-                task.spans.append(row)
+                spans.extend((self.local, self.code, self.start, end, flags))
         finally:
             lock.release()
 
@@ -105,7 +106,7 @@ class LiveTask:
         self.attrs: dict[str, AttrValue] | None = None
         # made on first use: most tasks of a plain generate have no session or span
         self.sessions: list[LiveSession] | None = None
-        self.spans: list[SpanRow] | None = None
+        self.spans: list[int] | None = None  # flat rows (store.P_STRIDE values per span)
         self.open: list[LiveSpan] | None = None
         self.events: list[EventRow] | None = None  # session events: rare (continuations)
         self.calls = 0  # engine calls outside any session, counted for a trajectory dump
@@ -114,7 +115,7 @@ class LiveTask:
         """Keep a closed span's row (caller holds ``lock``)."""
         if self.spans is None:
             self.spans = []
-        self.spans.append(row)
+        self.spans.extend(row)
 
     def commit(self, store: Store, status: int, reason: str | None, error: str | None,
                now: int | None) -> None:
@@ -139,7 +140,8 @@ class LiveTask:
              s.end if s.end is not None else open_end, s.attrs or _NO_ATTRS)
             for s in self.sessions] if self.sessions else ()
         store.commit(self.task_id, status, self.wcode, marks, reason, error,
-                     self.attrs or _NO_ATTRS, sessions, self.spans or (), self.events or ())
+                     self.attrs or _NO_ATTRS, sessions, self.spans or _NO_SPANS,
+                     self.events or ())
         if now is not None:  # finalized: break the task <-> session cycle (freed at once)
             self.sessions = None
 

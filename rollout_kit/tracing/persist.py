@@ -1,7 +1,8 @@
 """Persistence: append batches of records to a JSONL file, compact it to Parquet, load either.
 
 A trace file starts with a header record (format, schema version, wall-clock anchor, worker,
-pid) followed by task and mark records (see :mod:`rollout_kit.tracing.store`). Records are
+pid) followed by one ``columns`` record per flush (schema 2; schema 1 files hold one task or
+mark record per line, and are still read; see :mod:`rollout_kit.tracing.store`). Records are
 serialized with orjson, which refuses integers wider than 64 bits — task ids are therefore
 plain sequential ints, never ``uuid4().int``.
 

@@ -308,14 +308,15 @@ class Store:
 
     def commit(self, task_id: int, status: int, worker: int, marks: list[int],
                reason: str | None, error: str | None, attrs: Mapping[str, AttrValue],
-               sessions: Sequence[SessionRow], spans: Sequence[SpanRow],
+               sessions: Sequence[SessionRow], spans: list[int],
                events: Sequence[EventRow] = ()) -> None:
-        """Append one finished task with its sessions, spans and session events (read,
-        never kept)."""
+        """Append one finished task with its sessions, spans (flat: :data:`P_STRIDE` values
+        per span, the fields of a :data:`SpanRow`) and session events (read, never kept)."""
         # ``array.fromlist`` of a list: about half of what ``extend`` of a tuple costs
         # (that one grows the buffer value by value); this runs once per finished task
         row = len(self.tasks) // T_STRIDE
-        self.tasks.fromlist([task_id, status, worker, len(sessions), len(spans), *marks])
+        self.tasks.fromlist([task_id, status, worker, len(sessions), len(spans) // P_STRIDE,
+                             *marks])
         if reason is not None:
             self.reason.rows.append(row)
             self.reason.values.append(reason)
@@ -330,9 +331,7 @@ class Store:
                 _put(self.session_attrs, len(buf) // S_STRIDE, sattrs)
             buf.fromlist([sid, sstatus, start, end])
         if spans:
-            add = self.spans.fromlist
-            for span in spans:
-                add(list(span))
+            self.spans.fromlist(spans)
         if events:
             ev = self.events
             for e in events:
@@ -656,11 +655,10 @@ class Store:
              dict(s.get("attrs") or {}))
             for s in rec["sessions"]
         ]
-        spans: list[SpanRow] = [
-            (int(local), phases.phase_code(name), int(start) + shift, int(end) + shift,
-             int(flags))
-            for local, name, start, end, flags in rec["spans"]
-        ]
+        spans: list[int] = []
+        for local, name, start, end, flags in rec["spans"]:
+            spans.extend((int(local), phases.phase_code(name), int(start) + shift,
+                          int(end) + shift, int(flags)))
         events: list[EventRow] = [
             (int(local), SESSION_EVENT_CODES[kind], int(t) + shift,
              MISSING if value is None else int(value))

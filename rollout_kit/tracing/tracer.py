@@ -84,8 +84,10 @@ class Tracer:
 
     Args:
         path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
-            in batches); ``None`` keeps records in memory only.
-        flush_threshold: write to ``path`` once this many records are pending.
+            one line of columns per flush: :mod:`rollout_kit.tracing.store`); ``None`` keeps
+            records in memory only.
+        flush_threshold: write to ``path`` once this many records (finished tasks, late
+            marks) are pending.
         worker: name of this process/worker, stored with every task (``worker`` column).
         enabled: when false every call is a cheap no-op (``register_session`` still returns
             distinct ids).
@@ -459,8 +461,13 @@ class Tracer:
         return (len(self._store) - self._cursor[0]) + (self._store.n_marks - self._cursor[3])
 
     def flush(self) -> None:
-        """Append every record not yet written to ``path`` (no-op without a path), and the
-        trajectory dump's pending records."""
+        """Append every record not yet written to ``path`` as one line of columns (no-op
+        without a path or with nothing new), and the trajectory dump's pending records.
+
+        When it returns the line is in the file (one ``write``): a process killed after
+        that loses none of it; one killed during it leaves a torn last line, which readers
+        skip with a warning (that batch is lost, no earlier one).
+        """
         if self.dump is not None:
             self.dump.flush()
         if self.path is None:
