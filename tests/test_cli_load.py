@@ -18,7 +18,7 @@ from rollout_kit.sim import serve_in_thread
 pytestmark = pytest.mark.timeout(120)
 
 # `vllm bench serve --save-result` keys (vLLM 0.32, no --save-detailed), from
-# /work/shared/reference/load-tools-and-simulator.md §E
+# ../shared/reference/load-tools-and-simulator.md §E
 VLLM_KEYS = {
     "backend", "burstiness", "completed", "date", "duration", "endpoint_type", "failed",
     "label", "latencies", "max_concurrency", "max_concurrent_requests",
