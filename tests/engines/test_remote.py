@@ -20,20 +20,9 @@ from rollout_kit.errors import (
     NoHealthyServerError,
 )
 from rollout_kit.io import ModelRequest
-from rollout_kit.sim import ByteTokenizer, serve, serve_in_thread
+from rollout_kit.sim import serve, serve_in_thread
 
-from .conftest import free_port, make_engine
-
-TOK = ByteTokenizer()
-FLAVOURS = ["sglang", "vllm"]
-
-
-def answer(text: str) -> Any:
-    return lambda _prompt: text
-
-
-def req(prompt: str = "What is 2+2?", **g: Any) -> ModelRequest:
-    return ModelRequest(input_ids=TOK.encode(prompt), gconfig=GenerationConfig(**g))
+from .conftest import FLAVOURS, TOK, answer, free_port, make_engine, req
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)

@@ -28,22 +28,11 @@ from rollout_kit.errors import (
     EngineTimeoutError,
 )
 from rollout_kit.io import ModelRequest
-from rollout_kit.sim import ByteTokenizer, serve
+from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import schema as S
 
-from .conftest import make_engine
-
-TOK = ByteTokenizer()
-FLAVOURS = ["sglang", "vllm"]
-
-
-def answer(text: str) -> Any:
-    return lambda _prompt: text
-
-
-def req(prompt: str = "What is 2+2?", **g: Any) -> ModelRequest:
-    return ModelRequest(input_ids=TOK.encode(prompt), gconfig=GenerationConfig(**g))
+from .conftest import FLAVOURS, TOK, answer, make_engine, req
 
 
 class _Proxy:
