@@ -556,9 +556,9 @@ async def test_request_headers_and_bad_json(server: Any) -> None:
     assert sent.headers.get("Content-Type") != "application/json"  # sent as given
 
 
-async def test_refused_connection_is_a_connect_failure() -> None:
+async def _refused(addr: str) -> tuple[Any, Any]:
+    """The errors of a plain request and of a stream to ``addr``, where nothing listens."""
     client = _client(timeouts=Timeouts(connect=2.0, request=5.0))
-    addr = f"127.0.0.1:{free_port()}"
     try:
         with pytest.raises(EngineConnectionError) as info:
             await client.request(addr, "GET", "/health", timeout=2)
@@ -567,6 +567,12 @@ async def test_refused_connection_is_a_connect_failure() -> None:
                 pass
     finally:
         await client.close_async()
+    return info, info2
+
+
+async def test_refused_connection_is_a_connect_failure() -> None:
+    addr = f"127.0.0.1:{free_port()}"
+    info, info2 = await _refused(addr)
     for exc in (info.value, info2.value):
         assert is_connect_failure(exc) and str(exc).startswith(f"cannot connect to {addr} (")
         assert isinstance(exc.__cause__, aiohttp.ClientConnectorError)
@@ -794,16 +800,8 @@ def test_error_bodies_that_are_not_utf8_or_long() -> None:
 
 
 async def test_refused_message_quotes_the_os_error() -> None:
-    client = _client(timeouts=Timeouts(connect=2.0, request=5.0))
     addr = f"127.0.0.1:{free_port()}"
-    try:
-        with pytest.raises(EngineConnectionError) as info:
-            await client.request(addr, "GET", "/health", timeout=2)
-        with pytest.raises(EngineConnectionError) as info2:
-            async for _ in client.stream_sse(addr, "/g", {}, timeout=2):
-                pass
-    finally:
-        await client.close_async()
+    info, info2 = await _refused(addr)
     cause = info.value.__cause__
     assert isinstance(cause, aiohttp.ClientConnectorError)
     assert str(info.value) == f"cannot connect to {addr} (/health): {cause.os_error}"
