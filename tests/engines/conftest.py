@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pytest
+from aiohttp import web
 
 from rollout_kit.config import GenerationConfig, Timeouts
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
@@ -37,3 +41,48 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+class Proxy:
+    """A module with some attributes replaced (``monkeypatch.setattr(mod, "time", Proxy(time,
+    monotonic=...))``)."""
+
+    def __init__(self, module: Any, **over: Any) -> None:
+        self._module = module
+        self._over = over
+
+    def __getattr__(self, name: str) -> Any:
+        return self._over[name] if name in self._over else getattr(self._module, name)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[Callable[[str, Handler], Awaitable[str]]]:
+    """``await server(path, handler)`` -> ``host:port`` of an aiohttp app on 127.0.0.1 (for
+    what the simulator does not do: bodies that break the API, failing control calls)."""
+    app = web.Application()
+    routes: dict[str, Handler] = {}
+    seen: list[web.Request] = []
+
+    async def dispatch(request: web.Request) -> web.StreamResponse:
+        seen.append(request)
+        if request.path not in routes:
+            return web.Response(status=404, text="no such route")
+        return await routes[request.path](request)
+
+    app.router.add_route("*", "/{tail:.*}", dispatch)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+
+    async def add(path: str, handler: Handler) -> str:
+        routes[path] = handler
+        return f"127.0.0.1:{port}"
+
+    add.seen = seen  # type: ignore[attr-defined]
+    yield add
+    await runner.cleanup()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -44,20 +44,9 @@ from rollout_kit.errors import (
     NoHealthyServerError,
 )
 
-from .conftest import free_port
+from .conftest import Proxy, free_port
 
 # -- a fake clock for the retry loop -------------------------------------------------------
-
-
-class _Proxy:
-    """A module with some attributes replaced."""
-
-    def __init__(self, module: Any, **over: Any) -> None:
-        self._module = module
-        self._over = over
-
-    def __getattr__(self, name: str) -> Any:
-        return self._over[name] if name in self._over else getattr(self._module, name)
 
 
 class FakeClock:
@@ -78,9 +67,9 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     c = FakeClock()
-    monkeypatch.setattr(http, "time", _Proxy(time, monotonic=c.monotonic))
-    monkeypatch.setattr(http, "asyncio", _Proxy(asyncio, sleep=c.sleep))
-    monkeypatch.setattr(http, "random", _Proxy(http.random, random=lambda: 0.5))
+    monkeypatch.setattr(http, "time", Proxy(time, monotonic=c.monotonic))
+    monkeypatch.setattr(http, "asyncio", Proxy(asyncio, sleep=c.sleep))
+    monkeypatch.setattr(http, "random", Proxy(http.random, random=lambda: 0.5))
     return c
 
 
@@ -392,38 +381,6 @@ def test_sse_lines() -> None:
 
 
 # -- the client against a tiny server -----------------------------------------------------
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[Callable[[str, Handler], Awaitable[str]]]:
-    """``await server(path, handler)`` -> ``host:port`` of an aiohttp app on 127.0.0.1."""
-    app = web.Application()
-    routes: dict[str, Handler] = {}
-    seen: list[web.Request] = []
-
-    async def dispatch(request: web.Request) -> web.StreamResponse:
-        seen.append(request)
-        if request.path not in routes:
-            return web.Response(status=404, text="no such route")
-        return await routes[request.path](request)
-
-    app.router.add_route("*", "/{tail:.*}", dispatch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-
-    async def add(path: str, handler: Handler) -> str:
-        routes[path] = handler
-        return f"127.0.0.1:{port}"
-
-    add.seen = seen  # type: ignore[attr-defined]
-    yield add
-    await runner.cleanup()
 
 
 def _client(**config: Any) -> HttpClient:
@@ -812,7 +769,7 @@ async def test_refused_message_quotes_the_os_error() -> None:
 async def test_retry_jitter_uses_a_random_draw(clock: FakeClock,
                                                monkeypatch: pytest.MonkeyPatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(http, "random", _Proxy(http.random, random=lambda: 0.0))
+    monkeypatch.setattr(http, "random", Proxy(http.random, random=lambda: 0.0))
     caplog.set_level(logging.DEBUG, logger="rollout_kit.engines")
     policy = RetryPolicy(max_retries=3, initial_delay=0.2, max_delay=1.0, jitter=0.25)
     attempt, _ = failing([status(500)])

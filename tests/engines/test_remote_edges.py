@@ -8,22 +8,28 @@ decisions are checked on a scripted ``_segment`` (no server)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pandas as pd
 import pytest
+from aiohttp import web
 
 from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import RemoteSGLangEngine, http, remote
+from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine, http, remote
 from rollout_kit.engines.backend import Segment
 from rollout_kit.engines.output import Output, output_budget
+from rollout_kit.engines.sglang import SGLangBackend
 from rollout_kit.errors import (
     ConfigError,
+    ControllerStateError,
     EngineBadRequestError,
     EngineError,
+    EngineResponseError,
     EngineServerError,
     EngineTimeoutError,
 )
@@ -32,15 +38,7 @@ from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import schema as S
 
-from .conftest import FLAVOURS, TOK, answer, make_engine, req
-
-
-class _Proxy:
-    def __init__(self, module: Any, **over: Any) -> None:
-        self._module, self._over = module, over
-
-    def __getattr__(self, name: str) -> Any:
-        return self._over[name] if name in self._over else getattr(self._module, name)
+from .conftest import FLAVOURS, TOK, Proxy, answer, free_port, make_engine, req
 
 
 class Traced:
@@ -109,7 +107,7 @@ def t0_of_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         seen.append(v)
         return v
 
-    monkeypatch.setattr(remote, "time", _Proxy(time, perf_counter_ns=perf_counter_ns))
+    monkeypatch.setattr(remote, "time", Proxy(time, perf_counter_ns=perf_counter_ns))
     yield seen
 
 
@@ -335,7 +333,7 @@ async def test_retry_after_is_capped_through_the_engine(flavour: str,
         slept.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr(http, "asyncio", _Proxy(asyncio, sleep=sleep))
+    monkeypatch.setattr(http, "asyncio", Proxy(asyncio, sleep=sleep))
     policy = RetryPolicy(max_retries=3, initial_delay=0.01, max_delay=0.02)
     async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
             make_engine(flavour, cluster.addresses, retry=policy) as engine:
@@ -367,3 +365,439 @@ async def test_bad_request_is_traced_with_its_status() -> None:
             await t.call(engine, req("p" * 60, max_new_tokens=8))
         s = t.frames("failed").sessions.iloc[0]
     assert s["http_status"] == 400 and s[S.RETRIES] == 0 and s[S.CONTINUATIONS] == 0
+
+
+# -- the call's clock: latency and TTFT by hand -------------------------------------------
+
+
+async def test_latency_and_ttft_on_a_fake_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    ticks = iter([1_000_000_000, 3_500_000_000])  # the call's t0, then its end
+    monkeypatch.setattr(remote, "time", Proxy(time, perf_counter_ns=lambda: next(ticks)))
+    script = Script(seg([1, 2], "stop", chunks=[(2_000_000_000, 1), (2_250_000_000, 1)],
+                        cached_tokens=3))
+    engine = await scripted_engine(script, stream=True)
+    t = Traced()
+    try:
+        resp = await t.call(engine, ModelRequest(input_ids=[4],
+                                                 gconfig=GenerationConfig(max_new_tokens=8)))
+    finally:
+        await engine.close_async()
+    assert resp.latency == 2.5 and resp.ttft == 1.0 and resp.itl == [0.25]
+    assert resp.cached_tokens == 3
+    assert resp.text is None  # the segment had no text: None, not ""
+    s = t.frames().sessions.iloc[0]
+    assert s[S.TTFT_S] == 1.0 and s[S.ITL_S] == 0.25
+
+
+# -- server control: versions, pause, weights, the model, metrics ------------------------
+
+
+def test_set_version_at_its_edges() -> None:
+    engine = make_engine("sglang", "127.0.0.1:9")
+    engine.set_version(0)
+    assert engine.get_version() == 0
+    engine.set_version(3)
+    for bad in (-1, True, 1.5, "2"):
+        with pytest.raises(ConfigError, match=f"^version must be an int >= 0, got {bad!r}$"):
+            engine.set_version(bad)
+    assert engine.get_version() == 3
+
+
+def test_names_and_repr() -> None:
+    mine = RemoteSGLangEngine("127.0.0.1:9", name="mine")
+    theirs = RemotevLLMEngine(["127.0.0.1:9", "127.0.0.1:10"], name="theirs")
+    assert (mine.name, theirs.name) == ("mine", "theirs")
+    assert RemoteSGLangEngine("127.0.0.1:9").name == "sglang@127.0.0.1:9"
+    assert repr(theirs) == ("RemotevLLMEngine(name='theirs', servers=['127.0.0.1:9', "
+                            "'127.0.0.1:10'], routing='round_robin', state='unopened')")
+
+
+async def test_a_closed_engine_refuses_control_calls() -> None:
+    engine = make_engine("sglang", "127.0.0.1:9")
+    await engine.close_async()
+    with pytest.raises(ControllerStateError,
+                       match=r"^engine sglang@127\.0\.0\.1:9 is closed; create a new one$"):
+        await engine.pause_generation_async()
+    assert engine.generation_paused is False  # reset when the pause failed
+
+
+async def _ok(_: web.Request) -> web.Response:
+    return web.json_response({})
+
+
+async def test_pause_is_retried_logged_and_flagged(server: Any,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+
+    async def pause(request: web.Request) -> web.Response:
+        calls.append(request.method)
+        return web.Response(status=503, text="busy") if len(calls) == 1 else \
+            web.json_response({})
+
+    await server("/health", _ok)
+    await server("/continue_generation", _ok)
+    addr = await server("/pause_generation", pause)
+    caplog.set_level(logging.DEBUG, logger="rollout_kit.engines")
+    async with make_engine("sglang", addr) as engine:
+        await engine.pause_generation_async()
+        assert engine.generation_paused is True and calls == ["POST", "POST"]
+        await engine.continue_generation_async()
+        assert engine.generation_paused is False
+    assert f"retrying /pause_generation on {addr} in" in caplog.text
+
+
+async def test_a_refused_pause_leaves_generation_unpaused(server: Any) -> None:
+    async def refuse(_: web.Request) -> web.Response:
+        return web.Response(status=400, text="no")
+
+    await server("/health", _ok)
+    addr = await server("/pause_generation", refuse)
+    async with make_engine("sglang", addr) as engine:
+        with pytest.raises(EngineBadRequestError):
+            await engine.pause_generation_async()
+        assert engine.generation_paused is False
+
+
+async def test_weights_from_disk_reach_every_server_with_the_version() -> None:
+    async with serve("sglang", n=2, zero_latency=True) as cluster, \
+            make_engine("sglang", cluster.addresses) as engine:
+        await engine.update_weights_from_disk_async("/ckpt/7", 7)
+        assert engine.get_version() == 7
+        assert [s.weight_label for s in cluster.servers] == ["7", "7"]
+
+
+async def test_a_failed_weight_update_names_the_server_and_keeps_the_version(
+        server: Any) -> None:
+    async def weights(_: web.Request) -> web.Response:
+        return web.json_response({"success": False, "message": "no such file /ckpt/9"})
+
+    await server("/health", _ok)
+    addr = await server("/update_weights_from_disk", weights)
+    async with make_engine("sglang", addr) as engine:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.update_weights_from_disk_async("/ckpt/9", 9)
+        assert engine.get_version() == 0
+    assert str(info.value) == f"{addr} /update_weights_from_disk failed: no such file /ckpt/9"
+    assert (info.value.server, info.value.endpoint) == (addr, "/update_weights_from_disk")
+
+
+async def test_the_model_is_discovered_from_a_healthy_server() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    timeouts = Timeouts(request=5.0, total=20.0, setup=0.3, health=0.2)
+    async with serve("vllm", n=1, zero_latency=True, model_name="sim/model-x") as cluster, \
+            make_engine("vllm", [dead, *cluster.addresses], timeouts=timeouts) as engine:
+        assert engine.router.down == (dead,)
+        assert engine.model == "sim/model-x"
+
+
+async def test_a_models_list_without_a_model_is_a_clear_error(server: Any) -> None:
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": []})
+
+    await server("/health", _ok)
+    addr = await server("/v1/models", models)
+    engine = make_engine("vllm", addr)
+    try:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.initialize_async()
+    finally:
+        await engine.close_async()
+    assert str(info.value) == (f"{addr} /v1/models lists no model (IndexError); set "
+                               "EngineConfig.model: {'object': 'list', 'data': []}")
+    assert (info.value.server, info.value.endpoint) == (addr, "/v1/models")
+
+
+async def test_a_models_list_of_another_kind_of_server_gives_the_hint(server: Any) -> None:
+    async def html(_: web.Request) -> web.Response:
+        return web.Response(text="<html>hi</html>", content_type="text/html")
+
+    await server("/health", _ok)
+    addr = await server("/v1/models", html)
+    engine = make_engine("vllm", addr)
+    try:
+        with pytest.raises(EngineError, match="is it an SGLang server"):
+            await engine.initialize_async()
+    finally:
+        await engine.close_async()
+
+
+async def test_control_requests_are_bounded_by_the_request_timeout(server: Any) -> None:
+    gate = asyncio.Event()
+
+    async def hang(_: web.Request) -> web.Response:
+        await gate.wait()
+        return web.json_response({})
+
+    await server("/health", _ok)
+    await server("/metrics", hang)
+    addr = await server("/v1/models", hang)
+    timeouts = Timeouts(request=0.2, total=20.0, setup=5.0, health=1.0)
+    try:
+        engine = make_engine("vllm", addr, timeouts=timeouts)
+        with pytest.raises(EngineTimeoutError):
+            await asyncio.wait_for(engine.initialize_async(), 20)
+        await engine.close_async()
+        async with make_engine("sglang", addr, timeouts=timeouts) as sg:
+            with pytest.raises(EngineTimeoutError):
+                await asyncio.wait_for(sg.server_metrics_async(), 20)
+    finally:
+        gate.set()
+
+
+async def test_metrics_that_are_not_utf8_or_not_prometheus(server: Any) -> None:
+    body = b'x_total{l="a\xffb"} 2\n'
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/plain")
+
+    await server("/health", _ok)
+    addr = await server("/metrics", metrics)
+    async with make_engine("sglang", addr) as engine:
+        df = await engine.server_metrics_async()
+        assert df.to_dict("records") == [{"server": addr, "metric": "x_total",
+                                          "labels": {"l": "a\ufffdb"}, "value": 2.0}]
+        body = b"<html>no metrics here</html>"
+        with pytest.raises(EngineResponseError) as info:
+            await engine.server_metrics_async()
+    assert str(info.value).startswith(f"{addr} /metrics: not Prometheus text (")
+    assert (info.value.server, info.value.endpoint) == (addr, "/metrics")
+
+
+# -- bodies that do not follow the API ----------------------------------------------------
+
+_HINT_SG = SGLangBackend.wrong_flavour_hint
+
+
+def _cut(s: str, limit: int) -> str:
+    return f"{s[:limit]}… [{len(s) - limit} more chars]"
+
+
+async def test_a_body_off_the_api_names_the_error_and_the_body(server: Any) -> None:
+    body = {"meta_info": {"finish_reason": {"type": "y" * 200}}, "output_ids": [1]}
+
+    async def generate(_: web.Request) -> web.Response:
+        return web.json_response(body)
+
+    await server("/health", _ok)
+    addr = await server("/generate", generate)
+    async with make_engine("sglang", addr) as engine:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.generate_async(req(max_new_tokens=4))
+    err = "unknown finish reason '" + "y" * 200 + "'"
+    assert str(info.value) == (
+        f"{addr} /generate answered with a body that does not follow the sglang API "
+        f"(ValueError: {_cut(err, 120)}): {_cut(repr(body), 200)}. {_HINT_SG}")
+    assert (info.value.server, info.value.endpoint) == (addr, "/generate")
+
+
+async def test_a_body_that_is_not_json_names_the_endpoint(server: Any) -> None:
+    async def generate(_: web.Request) -> web.Response:
+        return web.Response(text="not json at all", content_type="application/json")
+
+    await server("/health", _ok)
+    addr = await server("/generate", generate)
+    async with make_engine("sglang", addr) as engine:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.generate_async(req(max_new_tokens=4))
+    assert (info.value.server, info.value.endpoint) == (addr, "/generate")
+    assert f"{addr} /generate" in str(info.value)
+
+
+def _sse(*events: object) -> Any:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for e in events:
+            await resp.write(b"data: " + json.dumps(e).encode() + b"\n\n")
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    return handler
+
+
+_LONG_EVENT = {"meta_info": {"completion_tokens": 2}, "output_ids": [1], "text": "z" * 300}
+_STREAM_BAD: list[tuple[list[object], str]] = [
+    ([{"x": 1}], "(KeyError: 'meta_info'): {'x': 1}. "),
+    ([_LONG_EVENT], "(ValueError: stream event lists 1 items but completion_tokens=2 after 0 "
+                    f"tokens): {_cut(repr(_LONG_EVENT), 200)}. "),
+]
+# (parser.result() cannot fail once every event was fed: _add keeps tokens and logprobs
+# of equal length, so the "<stream>" branch of _stream_once is defensive)
+
+
+@pytest.mark.parametrize("events,detail", _STREAM_BAD)
+async def test_a_stream_off_the_api_names_the_error_and_the_event(
+        server: Any, events: list[object], detail: str) -> None:
+    await server("/health", _ok)
+    addr = await server("/generate", _sse(*events))
+    async with make_engine("sglang", addr, stream=True) as engine:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.generate_async(req(max_new_tokens=4))
+    assert str(info.value) == (f"{addr} /generate answered with a body that does not follow "
+                               f"the sglang API {detail}{_HINT_SG}")
+    assert (info.value.server, info.value.endpoint) == (addr, "/generate")
+
+
+async def test_a_stream_without_a_finish_reason(server: Any) -> None:
+    await server("/health", _ok)
+    addr = await server("/generate", _sse({"meta_info": {"completion_tokens": 1},
+                                           "output_ids": [1], "text": "a"}))
+    async with make_engine("sglang", addr, stream=True) as engine:
+        with pytest.raises(EngineResponseError) as info:
+            await engine.generate_async(req(max_new_tokens=4))
+    assert str(info.value) == f"{addr} /generate: the stream ended without a finish reason"
+    assert (info.value.server, info.value.endpoint) == (addr, "/generate")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_streamed_or_whole_call_to_another_flavour_gives_the_hint(stream: bool) -> None:
+    async with serve("vllm", n=1, zero_latency=True) as cluster, \
+            make_engine("sglang", cluster.addresses, stream=stream) as engine:
+        with pytest.raises(EngineError, match="is it a vLLM"):
+            await engine.generate_async(req(max_new_tokens=4))
+
+
+# -- the retry path: which server, its timeout, its headers -------------------------------
+
+
+def _spy_started(engine: Any) -> list[str]:
+    """The servers each attempt went to, in order."""
+    seen: list[str] = []
+    started = engine.router.started
+
+    def spy(server: str) -> None:
+        seen.append(server)
+        started(server)
+
+    engine.router.started = spy
+    return seen
+
+
+async def test_a_retry_leaves_every_failed_server_and_is_remembered() -> None:
+    policy = RetryPolicy(max_retries=4, initial_delay=0.001, max_delay=0.002)
+    async with serve("sglang", n=3, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine("sglang", cluster.addresses, routing="sticky", retry=policy) as engine:
+        for s in cluster.servers:
+            s.faults.force("error", 1, status=500)
+        seen = _spy_started(engine)
+        resp = await engine.generate_async(ModelRequest(
+            rid="t1:0", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
+        # three servers fail in turn (each once); the fourth attempt may go back to one
+        assert len(set(seen[:3])) == 3 and resp.retries == 3 and resp.server == seen[3]
+        again = await engine.generate_async(ModelRequest(
+            rid="t1:1", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
+        assert again.server == resp.server and again.retries == 0  # sticky: where it ended
+
+
+async def test_a_refused_retry_takes_the_server_out_of_rotation() -> None:
+    policy = RetryPolicy(max_retries=3, initial_delay=0.001, max_delay=0.002)
+    async with serve("sglang", n=2, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine("sglang", cluster.addresses, routing="sticky", retry=policy,
+                        health_probe_interval=3600.0) as engine:
+        first = engine.router.choose("t1")  # the task's server from now on
+        i = engine.servers.index(first)
+        cluster.servers[i].faults.force("error", 1, status=500)
+        await cluster.servers[1 - i].stop()
+        resp = await engine.generate_async(ModelRequest(
+            rid="t1:0", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
+    assert engine.router.down == (engine.servers[1 - i],)
+    assert resp.server == first and resp.retries == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_retry_has_its_timeout_and_the_traceparent(
+        stream: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    timeouts = Timeouts(request=0.2, total=20.0, setup=5.0, health=1.0)
+    policy = RetryPolicy(max_retries=3, initial_delay=0.001, max_delay=0.002)
+    async with serve("sglang", n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine("sglang", cluster.addresses, stream=stream, timeouts=timeouts,
+                        retry=policy) as engine:
+        sim = cluster.servers[0].engine
+        parents: list[str | None] = []
+        run = sim.run
+
+        async def recorded(seq: Any, emit: Any) -> None:
+            parents.append(seq.trace_parent)
+            await run(seq, emit)
+
+        monkeypatch.setattr(sim, "run", recorded)
+        cluster.servers[0].faults.force("hang", 2)  # the first attempt and the first retry
+        t = Traced()
+        resp = await asyncio.wait_for(t.call(engine, req(max_new_tokens=4)), 20)
+        assert resp.retries == 2 and resp.output_tokens
+        cluster.servers[0].faults.force("error", 1, status=500)
+        resp = await t.call(engine, req(max_new_tokens=4))
+        assert resp.retries == 1
+    assert len(parents) == 2 and all(p is not None and p.startswith("00-") for p in parents)
+
+
+# -- waiting while paused: both polls, their backoff ---------------------------------------
+
+
+class PollSleeps:
+    """``asyncio.sleep`` of the engine module: records each delay, and on the ``n``-th runs
+    ``then`` (which ends the pause), so the number of polls is fixed."""
+
+    def __init__(self, n: int, then: Callable[[], Awaitable[None]]) -> None:
+        self.n, self.then = n, then
+        self.delays: list[float] = []
+        self._sleep = asyncio.sleep
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        if len(self.delays) == self.n:
+            await self.then()
+        await self._sleep(0)
+
+
+def _after_first_run(sim: Any, monkeypatch: pytest.MonkeyPatch,
+                     then: Callable[[], Awaitable[None]]) -> None:
+    """Run ``then`` once, on the server, after its first sequence ran (before it answers)."""
+    run = sim.run
+    done: list[bool] = []
+
+    async def wrapped(seq: Any, emit: Any) -> None:
+        await run(seq, emit)
+        if not done:
+            done.append(True)
+            await then()
+
+    monkeypatch.setattr(sim, "run", wrapped)
+
+
+async def test_vllm_continuation_polls_is_paused_with_backoff(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with serve("vllm", n=1, zero_latency=True, answer_fn=answer("z" * 100)) as cluster, \
+            make_engine("vllm", cluster.addresses, pause_poll_interval=0.3) as engine:
+        sim = cluster.servers[0].engine
+
+        async def resume() -> None:
+            sim.resume()
+
+        sleeps = PollSleeps(3, resume)
+        monkeypatch.setattr(remote, "asyncio", Proxy(asyncio, sleep=sleeps))
+        # paused by someone else (not this engine): only /is_paused tells
+        _after_first_run(sim, monkeypatch, lambda: sim.pause("abort"))
+        cluster.servers[0].faults.force("abort", 1)
+        resp = await engine.generate_async(req(max_new_tokens=40))
+    assert sleeps.delays == [0.3, 0.6, 1.0]  # doubled, capped at 1 s; resumed at the third
+    assert resp.n_continuations == 1 and len(resp.output_tokens) == 40
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_continuation_waits_for_continue_generation(
+        flavour: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with serve(flavour, n=1, zero_latency=True,
+                     answer_fn=answer("z" * 100)) as cluster, \
+            make_engine(flavour, cluster.addresses, pause_poll_interval=0.3) as engine:
+        sleeps = PollSleeps(4, engine.continue_generation_async)
+        monkeypatch.setattr(remote, "asyncio", Proxy(asyncio, sleep=sleeps))
+        _after_first_run(cluster.servers[0].engine, monkeypatch,
+                         engine.pause_generation_async)
+        cluster.servers[0].faults.force("abort", 1)
+        resp = await engine.generate_async(req(max_new_tokens=40))
+    # the engine's own pause: polled until continue_generation, then (vLLM) /is_paused
+    # says no at once
+    assert sleeps.delays == [0.3, 0.6, 1.0, 1.0]
+    assert resp.n_continuations == 1 and len(resp.output_tokens) == 40
