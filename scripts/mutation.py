@@ -9,6 +9,10 @@
     scripts/mutation --budget 600 ...     stop a module after that many seconds (partial)
     scripts/mutation --work DIR ...       work directories under DIR (default .mutation)
     scripts/mutation --survivors ...      print the diff of each surviving mutant
+    scripts/mutation --again ...          keep the work directory: re-test the survivors and
+                                          the mutants a partial run did not reach
+    scripts/mutation --test-timeout 30    a test of the work copy fails after that many
+                                          seconds (a mutant that hangs; 0: the tests' own)
 
 Each module runs in its own work directory ``.mutation/<module>/`` (gitignored, made afresh
 each run): a copy of ``rollout_kit/``, ``tests/`` and ``pyproject.toml`` with a
@@ -54,6 +58,8 @@ _TRACING_TESTS = ("tests/tracing/test_tracer.py", "tests/tracing/test_frames.py"
                   "tests/tracing/test_concurrency.py", "tests/tracing/test_persist.py",
                   "tests/tracing/test_paths.py", "tests/tracing/test_limits.py")
 _REMOTE_TESTS = ("tests/engines/test_remote.py", "tests/engines/test_remote_edges.py")
+# the trajectory dump and the traceparent header of generate_async are tested there
+_REMOTE_REPLAY_TESTS = ("tests/test_replay.py", "tests/test_otel.py")
 
 MODULES: dict[str, Module] = {
     "ids": Module(("rollout_kit/ids.py",), ("tests/test_ids.py",)),
@@ -66,8 +72,9 @@ MODULES: dict[str, Module] = {
                            ("tests/engines/test_http_units.py", "tests/engines/test_http_edges.py",
                             *_REMOTE_TESTS),
                            ("thousand_concurrent",)),
-    "engines.remote": Module(("rollout_kit/engines/remote.py",), _REMOTE_TESTS,
-                             ("thousand_concurrent",)),
+    "engines.remote": Module(("rollout_kit/engines/remote.py",),
+                             (*_REMOTE_TESTS, *_REMOTE_REPLAY_TESTS),
+                             ("thousand_concurrent", "ray_workers", "timeline_draws")),
     "executor": Module(("rollout_kit/executor/*.py",),
                        ("tests/test_executor.py", "tests/test_executor_edges.py")),
     "tracing": Module(tuple(f"rollout_kit/tracing/{m}.py" for m in _TRACING), _TRACING_TESTS),
@@ -89,10 +96,22 @@ def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+# appended to the work copy's tests/conftest.py: a mutant that makes a test hang costs
+# this many seconds, not the test's own (generous) timeout
+_TIMEOUT_CAP = """
+
+# -- added by scripts/mutation (work copy only) --
+def pytest_collection_modifyitems(items):  # noqa: D103
+    for item in items:
+        item.add_marker(pytest.mark.timeout({seconds}), append=False)
+"""
+
+
 def prepare(name: str, module: Module, src: Path, root: Path, *,
-            again: bool = False) -> tuple[Path, list[str]]:
+            again: bool = False, test_timeout: float | None = None) -> tuple[Path, list[str]]:
     """Make ``<root>/<name>/`` afresh from ``src`` (with ``again``: update it in place, so
-    mutmut keeps its mutants and results); return it and the tests it runs."""
+    mutmut keeps its mutants and results); return it and the tests it runs. With
+    ``test_timeout``, every test of the copy times out after that many seconds."""
     work = root / name
     if work.exists() and not again:
         shutil.rmtree(work)
@@ -100,6 +119,9 @@ def prepare(name: str, module: Module, src: Path, root: Path, *,
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for sub in ("rollout_kit", "tests"):  # copy2 keeps mtimes: unchanged files stay so
         shutil.copytree(src / sub, work / sub, ignore=ignore, dirs_exist_ok=True)
+    conftest = work / "tests" / "conftest.py"
+    if test_timeout is not None and conftest.is_file():
+        conftest.write_text(conftest.read_text() + _TIMEOUT_CAP.format(seconds=test_timeout))
     tests = [t for t in module.tests if (src / t).is_file()]
     if not tests:
         raise SystemExit(f"{name}: none of its tests exist under {src}")
@@ -154,6 +176,7 @@ def collect(work: Path, module: Module) -> dict[str, object]:
     """Counts per status and the surviving mutants, from mutmut's ``.meta`` files."""
     counts: dict[str, int] = {}
     survivors: list[str] = []
+    unchecked: list[str] = []
     per_file: dict[str, dict[str, int]] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         rel = meta.relative_to(work / "mutants").as_posix().removesuffix(".meta")
@@ -169,12 +192,14 @@ def collect(work: Path, module: Module) -> dict[str, object]:
                 fc["killed"] += 1
             elif status in ("survived", "no tests", "suspicious"):
                 survivors.append(f"{key}: {status}")
+            elif status in ("not checked", "interrupted"):
+                unchecked.append(key)
     total = sum(counts.values())
     killed = sum(v for k, v in counts.items() if k in _KILLED)
     checked = total - counts.get("not checked", 0) - counts.get("interrupted", 0)
     return {"counts": counts, "total": total, "killed": killed, "checked": checked,
             "score": killed / checked if checked else None, "per_file": per_file,
-            "survivors": survivors}
+            "survivors": survivors, "unchecked": unchecked}
 
 
 def show_survivors(work: Path, survivors: list[str]) -> None:
@@ -200,7 +225,11 @@ def main() -> int:
     ap.add_argument("--survivors", action="store_true", help="print each survivor's diff")
     ap.add_argument("--again", action="store_true",
                     help="keep the work directory and re-test only the mutants that survived "
-                         "the last run (after adding tests)")
+                         "the last run (after adding tests) and those it did not reach "
+                         "(a partial run goes on)")
+    ap.add_argument("--test-timeout", type=float, default=30.0,
+                    help="seconds after which a test of the work copy fails (a mutant that "
+                         "hangs; default 30); 0: the tests' own timeouts")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
     names = args.modules or [n for n in MODULES if not n.startswith("tracing.")]
@@ -222,11 +251,14 @@ def main() -> int:
         if args.again:
             if not previous.is_file():
                 raise SystemExit(f"{n}: --again needs an earlier run in {previous.parent}")
-            only = [s.partition(": ")[0]
-                    for s in json.loads(previous.read_text())["survivors"]]
-        work, tests = prepare(n, module, src, args.work.resolve(), again=args.again)
+            last = json.loads(previous.read_text())
+            only = [s.partition(": ")[0] for s in last["survivors"]]
+            only += last.get("unchecked", [])
+        work, tests = prepare(n, module, src, args.work.resolve(), again=args.again,
+                              test_timeout=args.test_timeout or None)
         print(f"== {n}: {' '.join(module.files)} with {' '.join(tests)}"
-              + (f" ({len(only)} survivors again)" if only is not None else ""), flush=True)
+              + (f" ({len(only)} survivors and unchecked again)" if only is not None else ""),
+              flush=True)
         if only == []:
             continue
         wall, stopped, rc = run(n, work, args.jobs, args.budget, only)
