@@ -165,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     size: Size = "smoke" if args.smoke else "full" if args.full else "quick"
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     result = run(size, only)
-    command = "bench/run_all.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv  # an absolute path shows as its name only
+    command = "bench/run_all.py " + " ".join(
+        f"…/{Path(a).name}" if os.path.isabs(a) else a for a in given)
     result["command"] = command.strip()
     result["header"] = header(result, result["command"])
     rows = [Row(**r) for r in result["rows"]]
