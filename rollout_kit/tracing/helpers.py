@@ -21,7 +21,6 @@ from ..errors import ConfigError
 from . import context as ctx
 from .codes import SESSION_EVENT_CODES
 from .dumps import Coordinate, TrajectoryDump
-from .phases import phase_code
 from .scopes import PhaseScope, SessionScope
 from .store import MISSING, AttrValue
 from .tracer import current_tracer
@@ -37,12 +36,12 @@ TASK_SPAN_ID = 1 << 63
 def trace_phase(name: str) -> PhaseScope:
     """A span of phase ``name`` in the current session (or task): context manager
     (``with``/``async with``) or decorator of sync and async functions."""
-    return PhaseScope(None, name, phase_code(name), None)
+    return PhaseScope(None, name, None)
 
 
 def atrace_phase(name: str) -> PhaseScope:
     """Alias of :func:`trace_phase` for ``async with`` (AReaL's ``atrace_session_phase``)."""
-    return PhaseScope(None, name, phase_code(name), None)
+    return PhaseScope(None, name, None)
 
 
 def trace_session() -> SessionScope:

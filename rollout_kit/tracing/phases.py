@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 from ..errors import ConfigError
 from .schema import BUILTIN_PHASES
 
 __all__ = [
+    "CODES",
     "PALETTE",
     "is_phase",
     "phase_code",
@@ -44,6 +46,9 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 _lock = threading.Lock()
 _names: list[str] = []
 _codes: dict[str, int] = {}
+#: the registered codes by name, read only (a live view: ``CODES.get(name)`` in hot paths,
+#: :func:`phase_code` to register a new name)
+CODES: Mapping[str, int] = MappingProxyType(_codes)
 _colors: dict[str, str] = {}
 
 

@@ -22,6 +22,7 @@ from . import context as ctx
 from .codes import CANCELLED, FAILED
 from .context import Recorder
 from .live import CLOSED, ENDED, NEW, NOOP, OPEN, LiveSession, LiveSpan
+from .phases import CODES, phase_code
 from .store import FLAG_RAISED
 
 __all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "PhaseScope", "SessionScope", "TaskScope"]
@@ -78,7 +79,7 @@ class TaskScope:
 
 
 class PhaseScope(LiveSpan):
-    """One span of phase ``code``; see :meth:`Tracer.phase`.
+    """One span of phase ``name`` (registered on first use); see :meth:`Tracer.phase`.
 
     With ``tracer=None`` the current tracer is used; with ``session_id=None`` the current
     session, else the current task; with none of them the scope records nothing. The scope
@@ -89,12 +90,12 @@ class PhaseScope(LiveSpan):
 
     __slots__ = ("_name", "_sid", "_tracer")
 
-    def __init__(self, tracer: Recorder | None, name: str, code: int,
-                 session_id: int | None) -> None:
+    def __init__(self, tracer: Recorder | None, name: str, session_id: int | None) -> None:
         self._tracer = tracer
         self._name = name
         self._sid = session_id
-        self.code = code
+        code = CODES.get(name)  # one lookup for a known name (no call)
+        self.code = phase_code(name) if code is None else code
         self.state = NEW
         self.task = None
 
@@ -132,6 +133,11 @@ class PhaseScope(LiveSpan):
             self.close(perf_counter_ns(), FLAG_RAISED if et is not None else 0)
 
     async def __aenter__(self) -> PhaseScope:
+        tr, sid = self._tracer, self._sid
+        if tr is not None and sid is not None and self.state == NEW and tr.enabled:
+            self.state = NOOP  # what __enter__ does for a given tracer and session
+            tr.live.open_span(self, self._name, sid, None)
+            return self
         return self.__enter__()
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
@@ -141,8 +147,8 @@ class PhaseScope(LiveSpan):
 
     def __call__(self, fn: F) -> F:
         """Use as a decorator: every call of ``fn`` is one span."""
-        tracer, name, code, sid = self._tracer, self._name, self.code, self._sid
-        return _decorate(lambda: PhaseScope(tracer, name, code, sid), fn)
+        tracer, name, sid = self._tracer, self._name, self._sid
+        return _decorate(lambda: PhaseScope(tracer, name, sid), fn)
 
 
 class SessionScope:
@@ -160,7 +166,7 @@ class SessionScope:
         self._task_id = task_id
         self._strict = strict
         self._sess: LiveSession | None = None
-        self._tokens: tuple[Token[Any], Token[Any], Token[Any]] | None = None
+        self._tokens: tuple[Token[Any] | None, Token[Any] | None, Token[Any]] | None = None
 
     def __enter__(self) -> int | None:
         cur = ctx.TRACER.get()
@@ -177,8 +183,12 @@ class SessionScope:
                 return None
         sess = tr.live.new_session(tid)
         self._sess = sess
-        self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(sess.session_id))
-        return sess.session_id
+        sid = sess.session_id
+        if cur is tr and self._task_id is None:  # tracer and task are current: only the session
+            self._tokens = (None, None, ctx.SESSION.set(sid))
+        else:
+            self._tokens = (ctx.TRACER.set(tr), ctx.TASK.set(tid), ctx.SESSION.set(sid))
+        return sid
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -190,9 +200,12 @@ class SessionScope:
         if et is not None:
             status = CANCELLED if issubclass(et, asyncio.CancelledError) else FAILED
         sess.finish(perf_counter_ns(), status)
-        ctx.SESSION.reset(tokens[2])
-        ctx.TASK.reset(tokens[1])
-        ctx.TRACER.reset(tokens[0])
+        tracer_token, task_token, session_token = tokens
+        ctx.SESSION.reset(session_token)
+        if task_token is not None:
+            ctx.TASK.reset(task_token)
+        if tracer_token is not None:
+            ctx.TRACER.reset(tracer_token)
 
     async def __aenter__(self) -> int | None:
         return self.__enter__()

@@ -60,7 +60,6 @@ from .frames import Traces, build_traces
 from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from .parquet import read_info, write_snapshot
 from .persist import append_records, compact_trace, parquet_path, source_info
-from .phases import phase_code
 from .scopes import PhaseScope, SessionScope, TaskScope
 from .store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
@@ -242,7 +241,9 @@ class Tracer:
         elif isinstance(ts_ns, bool) or not isinstance(ts_ns, int):
             raise ConfigError(f"ts_ns must be an int from perf_counter_ns(), got {ts_ns!r}")
         live = self.live
-        with live.lock:
+        lock = live.lock
+        lock.acquire()  # not ``with``: three marks per task
+        try:
             t = live.tasks.get(task_id)
             if t is not None:
                 t.marks[code] = ts_ns
@@ -255,6 +256,8 @@ class Tracer:
             else:
                 raise UnknownTaskIdError(f"mark({event!r}): task_id {task_id} was never "
                                          "registered in this tracer")
+        finally:
+            lock.release()
         if flush:
             self.flush()
 
@@ -407,7 +410,7 @@ class Tracer:
         (session NA); with neither it records nothing. Unregistered names are registered
         with a palette colour. An exception inside flags the span ``raised``.
         """
-        return PhaseScope(self, name, phase_code(name), session_id)
+        return PhaseScope(self, name, session_id)
 
     def begin_phase(self, name: str, session_id: int | None = None) -> PhaseScope:
         """Open a span now and return its handle for :meth:`end_phase`."""

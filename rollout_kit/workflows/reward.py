@@ -91,15 +91,23 @@ class RewardRunner:
             ConfigError: the reward is not a number.
         """
         extra = {k: v for k, v in data.items() if k not in RESERVED_REWARD_ARGS} \
-            if isinstance(data, Mapping) else {}
-        call = functools.partial(self.fn, prompt, completion, prompt_ids, completion_ids,
-                                 **extra)
-        if self._is_async:
-            value = await asyncio.wait_for(call(), self.timeout)
-        elif self.mode == "inline":
-            value = self._inline(call)
+            if type(data) is dict or isinstance(data, Mapping) else {}
+        fn = self.fn
+        if self.mode == "inline" and not self._is_async:  # no partial, no thread
+            if self._auto:
+                t0 = time.perf_counter()
+                value = fn(prompt, completion, prompt_ids, completion_ids, **extra)
+                self._watch(time.perf_counter() - t0)
+            else:
+                value = fn(prompt, completion, prompt_ids, completion_ids, **extra)
+            if type(value) is float:  # the common case: nothing to await or convert
+                return value
+        elif self._is_async:
+            value = await asyncio.wait_for(
+                fn(prompt, completion, prompt_ids, completion_ids, **extra), self.timeout)
         else:
-            value = await self._in_thread(call)
+            value = await self._in_thread(functools.partial(
+                fn, prompt, completion, prompt_ids, completion_ids, **extra))
         if inspect.isawaitable(value):
             value = await asyncio.wait_for(value, self.timeout)
         try:
@@ -107,19 +115,14 @@ class RewardRunner:
         except (TypeError, ValueError):
             raise ConfigError(f"reward_fn must return a number, got {value!r}") from None
 
-    def _inline(self, call: Callable[[], Any]) -> Any:
-        if not self._auto:  # chosen by the user: nothing to watch
-            return call()
-        t0 = time.perf_counter()
-        value = call()
-        took = time.perf_counter() - t0
+    def _watch(self, took: float) -> None:
+        """``"auto"``: count slow inline calls in a row; two send later calls to threads."""
         self._slow = self._slow + 1 if took > INLINE_LIMIT_S else 0
         if self._slow >= 2:
             self.mode, self._auto = "thread", False  # for good
             logger.warning("reward_fn %r took %.1f ms on the event loop; later calls run in "
                            "threads (pass reward_mode='thread' to skip the trial)",
                            self.fn, took * 1e3)
-        return value
 
     async def _in_thread(self, call: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()

@@ -150,6 +150,11 @@ class SingleTurnWorkflow(RolloutWorkflow):
 
     def prompt_of(self, data: Any) -> tuple[str | None, list[int]]:
         """The prompt text (if any) and token ids (empty when the server tokenizes)."""
+        if type(data) is dict and "input_ids" not in data:  # the common case, fast
+            text = data.get(self.prompt_key)
+            if type(text) is str and text:
+                return text, (self.tokenizer.encode(text) if self.tokenizer is not None
+                              else [])
         if isinstance(data, str):
             if not data:
                 raise ConfigError(f"data is an empty str; expected {self._shape_hint()}")
