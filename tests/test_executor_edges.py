@@ -9,6 +9,7 @@ conditions the executor guarantees (``until``)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 from collections.abc import Callable
 from typing import Any
@@ -397,3 +398,185 @@ def test_error_text_and_config_type() -> None:
         WorkflowExecutor(LocalEngine(), sink=lambda r: None, config={})  # type: ignore[arg-type]
     ex = WorkflowExecutor(LocalEngine(), sink=lambda r: None)
     assert isinstance(ex.tracer, Tracer) and ex.config == ExecutorConfig()
+
+
+# -- what the results, tasks and messages hold exactly ------------------------------------
+
+
+async def test_tracebacks_only_for_failures_and_the_worker_in_the_trace() -> None:
+    h = Harness()
+    for tid, data in [(0, {}), (1, {"reject": True}), (2, {"boom": True})]:
+        h.flow.release(tid)
+        h.submit(tid, **data)
+    await h.done(3)
+    r = h.by_id()
+    assert r[0].traceback is None and r[1].traceback is None  # None, never ""
+    assert "ValueError: boom 2" in (r[2].traceback or "")
+    assert h.tracer.tasks_df()[S.WORKER].tolist() == ["w0", "w0", "w0"]
+    await h.ex.close_async()
+
+
+async def test_a_task_runs_in_its_own_context_under_its_name() -> None:
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="unset")
+    seen: list[str] = []
+
+    class Reads:
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            seen.append(var.get())
+            return {}
+
+    h = Harness()
+    var.set("the caller's")
+    job = Job(7, {}, make_recipe(Reads(), None, None))
+    h.ex.submit(job)
+    assert job.handle is not None and job.handle.get_name() == "rollout-7"
+    await h.done(1)
+    assert seen == ["unset"]  # a fresh context: nothing of the submitter's leaks in
+    await h.ex.close_async()
+
+
+async def test_a_cancelled_running_task_ends_its_asyncio_task_cleanly() -> None:
+    h = Harness()
+    job = Job(0, {"key": 0}, h.recipe)
+    h.ex.submit(job)
+    await until(lambda: h.flow.started == [0])
+    assert h.ex.cancel(0)
+    await h.done(1)
+    assert job.handle is not None
+    await asyncio.wait([job.handle])
+    # the cancellation was taken by the task itself: it returned, it did not raise
+    assert not job.handle.cancelled() and job.handle.exception() is None
+    await h.ex.close_async()
+
+
+def test_an_executor_made_outside_a_loop_binds_at_its_first_submit() -> None:
+    h = Harness()
+    assert h.ex.binding.loop is None
+
+    async def go() -> asyncio.AbstractEventLoop:
+        h.flow.release(1)
+        h.submit(1)
+        await h.done(1)
+        await h.ex.close_async()
+        return asyncio.get_running_loop()
+
+    loop = asyncio.new_event_loop()
+    try:
+        running = loop.run_until_complete(go())
+    finally:
+        loop.close()
+    assert h.ex.binding.loop is running and h.by_id()[1].status == "accepted"
+
+
+async def test_load_and_has_tasks_count_queued_and_running() -> None:
+    h = Harness(max_concurrent_rollouts=1)
+    assert (h.ex.load(), h.ex.has_tasks()) == (0, False)
+    h.submit(0)
+    await until(lambda: h.flow.started == [0])
+    assert (h.ex.load(), h.ex.has_tasks()) == (1, True)  # running only
+    h.submit(1)
+    h.submit(2)
+    assert (h.ex.load(), h.ex.has_tasks()) == (3, True)  # one running, two queued
+    await h.ex.close_async()
+
+
+async def test_closing_before_the_first_step_raises_nothing() -> None:
+    h = Harness()
+    h.submit(0)
+    h.submit(1)
+    await h.ex.close_async()  # their asyncio tasks never ran a step: cancelled as they are
+    assert sorted((r.task_id, r.status) for r in h.results) == [(0, "cancelled"),
+                                                               (1, "cancelled")]
+    assert h.flow.started == []
+
+
+async def test_drain_of_a_paused_executor_starts_its_queue() -> None:
+    h = Harness(max_concurrent_rollouts=2)
+    h.ex.pause()
+    for tid in range(3):
+        h.flow.release(tid)
+        h.submit(tid)
+    assert h.ex.load() == 3 and h.flow.started == []
+    await h.ex.close_async(drain=True)
+    assert sorted((r.task_id, r.status) for r in h.results) == [
+        (0, "accepted"), (1, "accepted"), (2, "accepted")]
+    assert h.ex.stats()["paused"] is False and h.ex.is_paused() is False
+    h.submit(3)  # after the drain: closed out at once
+    assert h.by_id()[3].reason == "closed"
+
+
+async def test_stall_and_closed_messages_word_for_word() -> None:
+    h = Harness(max_concurrent_rollouts=10, max_staleness=0, consumer_batch_size=1)
+    h.flow.release(0)
+    h.submit(0)
+    h.submit(1)
+    h.submit(2)
+    await h.done(1)
+    assert h.ex.stall_reason() == (
+        "staleness control stalls dispatch: 2 task(s) queued, none running, capacity 0 at "
+        "version 0 (accepted=1, max_staleness=0, consumer_batch_size=1); call set_version(1) "
+        "after consuming a batch, or use a larger max_staleness (None turns it off)")
+    h.ex.pause()
+    assert h.ex.stall_reason() == ("the worker is paused with 2 task(s) queued and none "
+                                   "running; call resume()")
+    await h.ex.close_async()
+    with pytest.raises(ControllerStateError,
+                       match=r"^submit\(\) after close_async\(\): this worker is closed$"):
+        h.ex.check_room()
+
+
+# -- workflow and should_accept_fn specs ----------------------------------------------------
+
+
+class _LongRepr:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __repr__(self) -> str:
+        return "<" + "r" * (self.n - 2) + ">"
+
+
+def test_a_spec_is_quoted_up_to_80_characters() -> None:
+    with pytest.raises(ConfigError) as info:
+        make_recipe(_Echo(), None, _LongRepr(80))
+    assert str(info.value) == ("should_accept_fn must be callable or an import path, got "
+                               + repr(_LongRepr(80)))
+    with pytest.raises(ConfigError) as info:
+        make_recipe(_Echo(), None, _LongRepr(81))
+    assert str(info.value) == ("should_accept_fn must be callable or an import path, got <"
+                               + "r" * 76 + "...")
+
+
+def test_a_workflow_class_gives_a_new_instance_per_task() -> None:
+    class Counted:
+        made = 0
+
+        def __init__(self) -> None:
+            Counted.made += 1
+
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            return data
+
+    factory = make_recipe(Counted, None, None).factory
+    assert Counted.made == 1  # made once at once, so that bad kwargs fail early
+    first, second, third = factory(), factory(), factory()
+    assert len({id(first), id(second), id(third)}) == 3 and Counted.made == 3
+    shared = _Echo()
+    assert make_recipe(shared, None, None).factory() is shared  # an instance is shared
+
+
+def test_a_refusing_validate_is_wrapped_with_the_workflow_and_the_error() -> None:
+    class Picky:
+        def validate(self, data: Any) -> None:
+            raise KeyError("prompt")
+
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            return data
+
+    factory = make_recipe(Picky(), None, None).factory
+    with pytest.raises(ConfigError) as info:
+        factory.validate({})
+    assert str(info.value) == ("test_a_refusing_validate_is_wrapped_with_the_workflow_and_the_"
+                               "error.<locals>.Picky.validate(data) refused the data: "
+                               "KeyError: 'prompt'")
+    assert isinstance(info.value.__cause__, KeyError)
