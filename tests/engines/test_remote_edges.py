@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -35,7 +36,7 @@ from rollout_kit.errors import (
 )
 from rollout_kit.io import ModelRequest
 from rollout_kit.sim import serve
-from rollout_kit.tracing import Tracer
+from rollout_kit.tracing import Tracer, TrajectoryDump, load_dump
 from rollout_kit.tracing import schema as S
 
 from .conftest import FLAVOURS, TOK, Proxy, answer, free_port, make_engine, req
@@ -219,8 +220,9 @@ def seg(tokens: list[int], finish: str, **kw: Any) -> Segment:
                    **kw)
 
 
-async def scripted_engine(script: Script, **config: Any) -> RemoteSGLangEngine:
-    engine = make_engine("sglang", "127.0.0.1:9", **config)
+async def scripted_engine(script: Script, flavour: str = "sglang",
+                          **config: Any) -> RemoteSGLangEngine:
+    engine = make_engine(flavour, "127.0.0.1:9", **config)
     engine._state = remote._State.OPENED
     engine._probe_task = asyncio.get_running_loop().create_future()  # type: ignore[assignment]
     engine._segment = script  # type: ignore[method-assign]
@@ -801,3 +803,100 @@ async def test_a_continuation_waits_for_continue_generation(
     # says no at once
     assert sleeps.delays == [0.3, 0.6, 1.0, 1.0]
     assert resp.n_continuations == 1 and len(resp.output_tokens) == 40
+
+
+# -- the trajectory dump of a call, field by field ----------------------------------------
+
+
+async def test_the_dump_record_of_each_call_on_a_fake_clock(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # each call reads perf_counter_ns for its t0, its end and the dump's start_wall
+    ticks = iter([1_000_000_000, 3_500_000_000, 3_500_000_000,
+                  10_000_000_000, 10_500_000_000])
+    monkeypatch.setattr(remote, "time", Proxy(time, perf_counter_ns=lambda: next(ticks),
+                                              time=lambda: 2_000.0))
+    boom = EngineServerError("s2:1 /v1/completions answered HTTP 500: x", status=500,
+                             server="s2:1")
+    script = Script(seg([1, 2], "stop", text="ab", chunks=[(2_000_000_000, 2)]),
+                    seg([3], "abort"), boom)
+    engine = await scripted_engine(script, "vllm", model="the-model")
+    tracer = Tracer(dump=TrajectoryDump(tmp_path))
+    tracer.register_task(0)
+    try:
+        with tracer.task_scope(0):
+            async with tracer.session():
+                await engine.generate_async(ModelRequest(
+                    rid="t0:0", input_ids=[4], gconfig=GenerationConfig(max_new_tokens=8)))
+            async with tracer.session():
+                with pytest.raises(EngineServerError):
+                    await engine.generate_async(ModelRequest(
+                        rid="t0:1", input_ids=[5], gconfig=GenerationConfig(max_new_tokens=8)))
+    finally:
+        await engine.close_async()
+    tracer.finalize(0, "accepted")
+    tracer.flush()
+    ok, failed = (row for _, row in load_dump(tmp_path).iterrows())
+    assert (ok["rid"], ok["engine"], ok["flavour"], ok["model"]) == \
+        ("t0:0", engine.name, "vllm", "the-model")
+    assert (ok["status"], ok["stop_reason"], ok["output_text"], ok["server"]) == \
+        ("ok", "stop", "ab", "s1:1")
+    assert ok["latency_s"] == 2.5 and ok["ttft_s"] == 1.0 and ok["start_wall"] == 1_997.5
+    assert (failed["status"], failed["server"]) == ("failed", "s2:1")
+    assert pd.isna(failed["stop_reason"])
+    assert pd.isna(failed["output_text"])  # no text came back: missing, not ""
+    assert failed["output_ids"] == [3] and math.isnan(failed["ttft_s"])
+    assert math.isnan(failed["latency_s"]) and failed["start_wall"] == 1_999.5
+    assert "HTTP 500" in failed["error"]
+
+
+async def test_versions_are_stamped_as_stream_tokens_arrive(server: Any) -> None:
+    fed = asyncio.Event()
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        first = {"meta_info": {"completion_tokens": 1}, "output_ids": [1], "text": "a"}
+        await resp.write(b"data: " + json.dumps(first).encode() + b"\n\n")
+        await fed.wait()  # the engine has the first token
+        engine.set_version(1)
+        last = {"meta_info": {"completion_tokens": 2, "finish_reason": {"type": "stop"}},
+                "output_ids": [1, 2], "text": "ab"}
+        await resp.write(b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    await server("/health", _ok)
+    addr = await server("/generate", generate)
+    engine = make_engine("sglang", addr, stream=True)
+    make_parser = engine.backend.stream_parser
+
+    def spied() -> Any:
+        parser = make_parser()
+        feed = parser.feed
+
+        def fed_once(event: Any, t_ns: int) -> None:
+            feed(event, t_ns)
+            fed.set()
+
+        parser.feed = fed_once  # type: ignore[method-assign]
+        return parser
+
+    engine.backend.stream_parser = spied  # type: ignore[method-assign]
+    async with engine:
+        resp = await engine.generate_async(req(max_new_tokens=4))
+    assert resp.output_tokens == [1, 2] and resp.output_versions == [0, 1]
+
+
+async def test_a_retried_task_stays_sticky_to_the_server_that_answered() -> None:
+    policy = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.002)
+    async with serve("sglang", n=2, zero_latency=True, answer_fn=answer("ok")) as cluster, \
+            make_engine("sglang", cluster.addresses, routing="sticky", retry=policy) as engine:
+        first = engine.router.choose("t1")
+        i = engine.servers.index(first)
+        cluster.servers[i].faults.force("error", 1, status=500)
+        resp = await engine.generate_async(ModelRequest(
+            rid="t1:0", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
+        assert resp.server == engine.servers[1 - i] and resp.retries == 1
+        again = await engine.generate_async(ModelRequest(
+            rid="t1:1", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
+    assert again.server == engine.servers[1 - i]  # the task moved with its retry
