@@ -815,8 +815,8 @@ async def test_the_dump_record_of_each_call_on_a_fake_clock(
                   10_000_000_000, 10_500_000_000])
     monkeypatch.setattr(remote, "time", Proxy(time, perf_counter_ns=lambda: next(ticks),
                                               time=lambda: 2_000.0))
-    boom = EngineServerError("s2:1 /v1/completions answered HTTP 500: x", status=500,
-                             server="s2:1")
+    boom = EngineServerError("s9:1 /v1/completions answered HTTP 500: x", status=500,
+                             server="s9:1")  # another server than the aborted segment's
     script = Script(seg([1, 2], "stop", text="ab", chunks=[(2_000_000_000, 2)]),
                     seg([3], "abort"), boom)
     engine = await scripted_engine(script, "vllm", model="the-model")
@@ -841,7 +841,12 @@ async def test_the_dump_record_of_each_call_on_a_fake_clock(
     assert (ok["status"], ok["stop_reason"], ok["output_text"], ok["server"]) == \
         ("ok", "stop", "ab", "s1:1")
     assert ok["latency_s"] == 2.5 and ok["ttft_s"] == 1.0 and ok["start_wall"] == 1_997.5
-    assert (failed["status"], failed["server"]) == ("failed", "s2:1")
+    assert (failed["status"], failed["server"]) == ("failed", "s9:1")
+    assert ok["seed_source"] == failed["seed_source"] == "derived"
+    assert ok["segments"] == [{"prefix": 0, "max_new_tokens": 8, "n_tokens": 2,
+                               "stop_reason": "stop", "server": "s1:1", "version": 0}]
+    assert failed["segments"] == [{"prefix": 0, "max_new_tokens": 8, "n_tokens": 1,
+                                   "stop_reason": "abort", "server": "s2:1", "version": 0}]
     assert pd.isna(failed["stop_reason"])
     assert pd.isna(failed["output_text"])  # no text came back: missing, not ""
     assert failed["output_ids"] == [3] and math.isnan(failed["ttft_s"])
@@ -900,3 +905,33 @@ async def test_a_retried_task_stays_sticky_to_the_server_that_answered() -> None
         again = await engine.generate_async(ModelRequest(
             rid="t1:1", input_ids=[1, 2], gconfig=GenerationConfig(max_new_tokens=4)))
     assert again.server == engine.servers[1 - i]  # the task moved with its retry
+
+
+async def test_too_many_aborts_name_the_server_and_endpoint() -> None:
+    script = Script(seg([1], "abort"), seg([2], "abort"))
+    engine = await scripted_engine(script, max_continuations=1)
+    try:
+        with pytest.raises(EngineError) as info:
+            await engine.generate_async(ModelRequest(input_ids=[1], gconfig=GenerationConfig(
+                max_new_tokens=8)))
+    finally:
+        await engine.close_async()
+    assert str(info.value) == ("s2:1 aborted the generation 2 times in a row "
+                               "(EngineConfig.max_continuations=1)")
+    assert (info.value.server, info.value.endpoint) == ("s2:1", "/generate")
+
+
+async def test_the_route_key_of_the_metadata_and_one_sample_per_call() -> None:
+    script = Script(seg([1], "stop"))
+    engine = await scripted_engine(script)
+    try:
+        await engine.generate_async(ModelRequest(rid="t3:1", input_ids=[1],
+                                                 metadata={"route_key": "conversation-9"}))
+        with pytest.raises(ConfigError) as info:
+            await engine.generate_async(ModelRequest(input_ids=[1], gconfig=GenerationConfig(
+                n_samples=2)))
+    finally:
+        await engine.close_async()
+    assert script.calls[0]["key"] == "conversation-9"
+    assert str(info.value) == ("agenerate takes n_samples=1 (got 2); send one request per "
+                               "sample")
