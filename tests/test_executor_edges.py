@@ -405,14 +405,16 @@ def test_error_text_and_config_type() -> None:
 
 async def test_tracebacks_only_for_failures_and_the_worker_in_the_trace() -> None:
     h = Harness()
-    for tid, data in [(0, {}), (1, {"reject": True}), (2, {"boom": True})]:
+    for tid, data in [(0, {}), (1, {"reject": True}), (2, {"boom": True}),
+                      (3, {"engine_error": True})]:
         h.flow.release(tid)
         h.submit(tid, **data)
-    await h.done(3)
+    await h.done(4)
     r = h.by_id()
     assert r[0].traceback is None and r[1].traceback is None  # None, never ""
     assert "ValueError: boom 2" in (r[2].traceback or "")
-    assert h.tracer.tasks_df()[S.WORKER].tolist() == ["w0", "w0", "w0"]
+    assert "EngineServerError: h:1 /generate answered HTTP 500" in (r[3].traceback or "")
+    assert h.tracer.tasks_df()[S.WORKER].tolist() == ["w0"] * 4
     await h.ex.close_async()
 
 
