@@ -935,3 +935,42 @@ async def test_the_route_key_of_the_metadata_and_one_sample_per_call() -> None:
     assert script.calls[0]["key"] == "conversation-9"
     assert str(info.value) == ("agenerate takes n_samples=1 (got 2); send one request per "
                                "sample")
+
+
+# -- small promises of the engine object ----------------------------------------------------
+
+
+async def test_engine_defaults_names_and_refusals() -> None:
+    both = RemoteSGLangEngine(["127.0.0.1:9", "127.0.0.1:10"])
+    assert both.name == "sglang@127.0.0.1:9,127.0.0.1:10"
+    assert both.generation_paused is False  # False, not just falsy, before any pause
+    with pytest.raises(ConfigError, match=r"^config must be an EngineConfig, got dict$"):
+        RemoteSGLangEngine("127.0.0.1:9", config={})  # type: ignore[arg-type]
+    await both.close_async()
+    with pytest.raises(ControllerStateError, match=r"^engine sglang@127\.0\.0\.1:9,127\.0\.0\.1"
+                                                   r":10 is closed; create a new one$"):
+        await both.initialize_async()
+
+
+async def test_a_continuation_stays_on_its_server_and_in_flight_counts_return_to_zero() -> None:
+    async with serve("sglang", n=2, zero_latency=True, answer_fn=answer("z" * 100)) as cluster, \
+            make_engine("sglang", cluster.addresses) as engine:
+        assert engine._probe_task is not None
+        assert engine._probe_task.get_name() == f"rollout_kit health probe {engine.name}"
+        for s in cluster.servers:
+            s.faults.force("abort", 1)
+        seen = _spy_started(engine)
+        resp = await engine.generate_async(req(max_new_tokens=30))
+        assert resp.n_continuations == 1 and len(seen) == 2 and seen[0] == seen[1]
+        assert [engine.router.in_flight(s) for s in engine.servers] == [0, 0]
+
+
+async def test_a_streamed_call_of_one_chunk_has_no_itl() -> None:
+    script = Script(seg([1, 2], "stop", chunks=[(5, 2)]))
+    engine = await scripted_engine(script, stream=True)
+    t = Traced()
+    try:
+        resp = await t.call(engine, ModelRequest(input_ids=[4]))
+    finally:
+        await engine.close_async()
+    assert resp.itl == [] and math.isnan(t.frames().sessions.iloc[0][S.ITL_S])
