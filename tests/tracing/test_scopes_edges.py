@@ -3,13 +3,16 @@ fast path) and a scope entered twice, phases and sessions as decorators of a giv
 (called where no tracer is current), a session of an explicit task under another current
 task, a session of another tracer, async task scopes, and the exact error messages.
 
-Phase names here are unique to this file, so each is unregistered at its first use (the
-registration path of ``PhaseScope``)."""
+Phase names here are made afresh (:func:`_fresh`), so each is unregistered at its first use
+(the registration path of ``PhaseScope``) even when one process runs the tests many times,
+as mutmut's workers do."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
+import uuid
 from typing import Any
 
 import pytest
@@ -19,6 +22,11 @@ from rollout_kit.tracing import Tracer, current_tracer, trace_phase, traceparent
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.context import current_session_id, current_task_id
 from rollout_kit.tracing.scopes import ENDED, NOOP, OPEN, PhaseScope
+
+
+def _fresh(name: str) -> str:
+    """A phase name no tracer has registered yet."""
+    return f"{name}-{uuid.uuid4().hex[:12]}"
 
 
 def _tracer(*task_ids: int) -> Tracer:
@@ -32,13 +40,14 @@ async def test_async_phase_of_a_given_session_and_a_scope_entered_twice() -> Non
     tr = _tracer(0)
     async with tr.session(task_id=0) as sid:
         assert sid is not None
-        scope = tr.phase("scopes-edge-given", session_id=sid)
+        name = _fresh("scopes-edge-given")
+        scope = tr.phase(name, session_id=sid)
         async with scope:
             assert scope.state == OPEN
         assert scope.state == ENDED
         for _ in range(2):  # async, then sync: the same refusal
-            with pytest.raises(TraceStateError, match=r"^phase 'scopes-edge-given': this "
-                                                      r"scope was already entered$"):
+            with pytest.raises(TraceStateError, match=f"^phase {re.escape(repr(name))}: this "
+                                                      "scope was already entered$"):
                 if _ == 0:
                     async with scope:
                         pass
@@ -47,7 +56,7 @@ async def test_async_phase_of_a_given_session_and_a_scope_entered_twice() -> Non
                         pass
     tr.finalize(0, "accepted")
     sp = tr.frames().spans
-    assert sp[S.PHASE].tolist() == ["scopes-edge-given"]
+    assert sp[S.PHASE].tolist() == [name]
     assert sp[S.TASK_ID].tolist() == [0] and sp[S.SESSION_ID].tolist() == [0]
 
 
@@ -76,11 +85,12 @@ async def test_a_phase_of_a_given_session_of_the_current_tracer() -> None:
     with tr.task_scope(0):
         async with tr.session() as sid:
             pass
-        with PhaseScope(None, "scopes-edge-current", sid):  # the current tracer's session
+        name = _fresh("scopes-edge-current")
+        with PhaseScope(None, name, sid):  # the current tracer's session
             pass
     tr.finalize(0, "accepted")
     sp = tr.frames().spans
-    assert sp[S.PHASE].tolist() == ["scopes-edge-current"]
+    assert sp[S.PHASE].tolist() == [name]
     assert sp[S.SESSION_ID].tolist() == [0]
 
 
@@ -88,12 +98,13 @@ async def test_decorators_of_a_given_tracer_work_where_none_is_current() -> None
     tr = _tracer(0, 1)
     seen: list[Any] = []
 
+    names = _fresh("scopes-edge-deco-async"), _fresh("scopes-edge-deco-sync")
     with tr.session(task_id=0) as sid:
-        @tr.phase("scopes-edge-deco-async", session_id=sid)
+        @tr.phase(names[0], session_id=sid)
         async def async_step() -> str:
             return "a"
 
-        @tr.phase("scopes-edge-deco-sync", session_id=sid)
+        @tr.phase(names[1], session_id=sid)
         def sync_step() -> str:
             return "s"
 
@@ -118,7 +129,7 @@ async def test_decorators_of_a_given_tracer_work_where_none_is_current() -> None
     tr.finalize(0, "accepted")
     tr.finalize(1, "accepted")
     f = tr.frames()
-    assert f.spans[S.PHASE].tolist() == ["scopes-edge-deco-async", "scopes-edge-deco-sync"]
+    assert f.spans[S.PHASE].tolist() == list(names)
     assert seen == [(True, 1, 1)]  # the tracer's second session, of task 1
     assert f.sessions.reset_index()[S.TASK_ID].tolist() == [0, 1]
 
