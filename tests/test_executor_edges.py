@@ -582,3 +582,73 @@ def test_a_refusing_validate_is_wrapped_with_the_workflow_and_the_error() -> Non
                                "error.<locals>.Picky.validate(data) refused the data: "
                                "KeyError: 'prompt'")
     assert isinstance(info.value.__cause__, KeyError)
+
+
+async def test_one_slice_per_loop_turn_exactly() -> None:
+    loop = asyncio.get_running_loop()
+    d, started = _dispatcher(ExecutorConfig(max_concurrent_rollouts=1000))
+    assert d.counts()["paused"] is False  # False, not just falsy
+    d.paused = True
+    for i in range(10):
+        d.enqueue(_job(i), loop)
+    d.paused = False
+    d.dispatch(loop)
+    assert len(started) == 10  # ten of this turn's slice are used
+    d.paused = True
+    for i in range(10, 100):
+        d.enqueue(_job(i), loop)
+    d.paused = False
+    d.dispatch(loop)
+    assert len(started) == DISPATCH_SLICE  # what is left of the slice, not a new one
+    await asyncio.sleep(0)  # one loop turn: the next slice, whole
+    assert len(started) == 2 * DISPATCH_SLICE
+    await asyncio.sleep(0)
+    assert len(started) == 3 * DISPATCH_SLICE
+
+
+def test_workflow_spec_errors_word_for_word() -> None:
+    class NoEpisode:
+        pass
+
+    class NeedsArg:
+        def __init__(self, x: int) -> None:
+            self.x = x
+
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            return data
+
+    with pytest.raises(ConfigError) as info:
+        make_recipe(NoEpisode, None, None)
+    assert str(info.value) == ("test_workflow_spec_errors_word_for_word.<locals>.NoEpisode is "
+                               "not a workflow: it has no async arun_episode(engine, data) "
+                               "method")
+    with pytest.raises(ConfigError, match=r"^cannot create test_workflow_spec_errors_word_for_"
+                                          r"word\.<locals>\.NeedsArg\(\*\*workflow_kwargs\): "):
+        make_recipe(NeedsArg, {"y": 1}, None)
+    with pytest.raises(ConfigError) as info:
+        make_recipe(_LongRepr(20), None, None)
+    assert str(info.value) == (
+        "_LongRepr object <" + "r" * 18 + "> is not a workflow: expected an object with an "
+        "async arun_episode(engine, data) method, its class, or an import path "
+        "'pkg.module:Name'")
+    with pytest.raises(ConfigError, match=r"^workflow_kwargs only apply when workflow is a "
+                                          r"class or import path$"):
+        make_recipe(_Echo(), {"x": 1}, None)
+    with pytest.raises(ConfigError, match=r"^workflow_kwargs must be a dict, got list$"):
+        make_recipe(NeedsArg, [1], None)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"^config must be an ExecutorConfig, got dict$"):
+        WorkflowExecutor(LocalEngine(), sink=lambda r: None, config={})  # type: ignore[arg-type]
+
+
+def test_a_recipe_keeps_the_specs_as_given() -> None:
+    flow = _Echo()
+
+    def accept(_traj: Any) -> bool:
+        return True
+
+    r = make_recipe(flow, None, accept, payload=b"x")
+    assert (r.workflow, r.workflow_kwargs, r.should_accept_fn, r.payload) == \
+        (flow, None, accept, b"x")
+    assert r.accept_fn is accept and r.factory() is flow
+    k = make_recipe(_Echo, {}, None)
+    assert k.workflow is _Echo and k.workflow_kwargs == {} and k.payload is None
