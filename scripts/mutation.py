@@ -59,7 +59,7 @@ _TRACING_TESTS = ("tests/tracing/test_tracer.py", "tests/tracing/test_frames.py"
                   "tests/tracing/test_paths.py", "tests/tracing/test_limits.py",
                   "tests/tracing/test_scopes_edges.py", "tests/tracing/test_live_edges.py",
                   "tests/tracing/test_parquet.py", "tests/tracing/test_columns.py",
-                  "tests/tracing/test_phases.py")
+                  "tests/tracing/test_phases.py", "tests/tracing/test_frames_edges.py")
 _REMOTE_TESTS = ("tests/engines/test_remote.py", "tests/engines/test_remote_edges.py")
 # the trajectory dump and the traceparent header of generate_async are tested there
 _REMOTE_REPLAY_TESTS = ("tests/test_replay.py", "tests/test_otel.py")
