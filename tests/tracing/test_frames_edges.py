@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rollout_kit.tracing import Tracer, session_event
+from rollout_kit.tracing import Tracer, annotate, session_event
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.frames import Traces, empty_events
 
@@ -65,3 +65,21 @@ def test_to_datetime_of_a_column_and_of_a_number() -> None:
     assert col.tolist() == [pd.Timestamp("2023-11-14 22:13:20", tz="UTC"),
                             pd.Timestamp("2023-11-14 22:13:22.25", tz="UTC")]
     assert str(col.dtype) == "datetime64[ns, UTC]"
+
+
+def test_attribute_columns_take_the_kind_of_their_values() -> None:
+    tr = Tracer()
+    rows = [{"mixed": 1, "number": 1, "none": None, "flag": True, "word": "a", "count": 3},
+            {"mixed": "a", "number": 2.5, "none": None, "flag": False, "word": "b",
+             "count": 4}]
+    for tid, attrs in enumerate(rows):
+        tr.register_task(tid)
+        with tr.task_scope(tid), tr.session():
+            annotate(**attrs)  # type: ignore[arg-type]
+        tr.finalize(tid, "accepted")
+    s = tr.frames().sessions
+    kinds = {c: str(s[c].dtype) for c in rows[0]}
+    assert kinds == {"mixed": "object", "number": "float64", "none": "object",
+                     "flag": "boolean", "word": "string", "count": "Int64"}
+    assert s["mixed"].tolist() == [1, "a"] and s["number"].tolist() == [1.0, 2.5]
+    assert s["none"].isna().all()
