@@ -5,12 +5,15 @@ and the repr."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import TraceStateError
+from rollout_kit.errors import ConfigError, TraceStateError
 from rollout_kit.tracing import Tracer
+from rollout_kit.tracing.tracer import MAX_ERROR_CHARS
 
 
 def _lines(path: Path) -> int:
@@ -118,3 +121,47 @@ def test_repr_with_and_without_a_file(tmp_path: Path) -> None:
     assert repr(Tracer()) == "Tracer(worker=None, tasks=0, live=0, path=None)"
     tr.finalize(1, "accepted")
     tr.close()
+
+
+def test_defaults_the_dump_it_makes_and_the_file_header(tmp_path: Path) -> None:
+    tr = Tracer(path=tmp_path / "h.jsonl", worker="w3", dump=tmp_path / "dumps",
+                parquet=False)
+    assert tr.flush_threshold == 1024 and len(tr.trace_prefix) == 16
+    assert tr.dump is not None and tr.dump.directory == tmp_path / "dumps"
+    assert tr.dump.path.name.startswith("trajectories-w3-")  # named for the worker
+    header = json.loads((tmp_path / "h.jsonl").read_text().splitlines()[0])
+    assert header["epoch_ns"] == tr.epoch_ns and header["pid"] == os.getpid()
+    assert header["worker"] == "w3" and header["wall_epoch"] == tr.wall_epoch
+    tr.close()
+
+
+def test_session_calls_name_themselves_and_find_only_their_own_session() -> None:
+    mine, other = Tracer(), Tracer()
+    other.register_task(0)
+    for call in (mine.annotate, mine.increment):
+        with pytest.raises(TraceStateError, match=f"^{call.__name__}\\(\\): session 99 is "
+                                                  "unknown or its task is finalized$"):
+            call(99, x=1)
+    with other.task_scope(0), other.session():
+        with pytest.raises(TraceStateError, match=r"^annotate\(\): no session_id given and no "
+                                                  r"current session$"):
+            mine.annotate(x=1)  # another tracer's session is not this tracer's
+    mine.increment()  # nothing to add: nothing looked up, nothing raised
+    other.finalize(0, "accepted")
+
+
+def test_a_failure_is_cut_at_max_error_chars_and_reasons_are_text() -> None:
+    tr = Tracer()
+    tr.register_task(0)
+    tr.finalize(0, "failed", error=ValueError("y" * 3000))
+    text = "ValueError: " + "y" * 3000
+    assert tr.frames().tasks.loc[0, "error"] == (
+        f"{text[:MAX_ERROR_CHARS]}… [{len(text) - MAX_ERROR_CHARS} more chars]")
+    tr.register_task(1)
+    tr.finalize(1, "rejected", reason=5)  # type: ignore[arg-type]
+    tr.register_task(2)
+    tr.finalize(2, "rejected", reason="returned_none")
+    assert tr.frames().tasks["reason"].tolist()[1:] == ["5", "returned_none"]  # as text
+    with pytest.raises(ConfigError, match="unknown final status 'pending'"):
+        tr.register_task(3)
+        tr.finalize(3, "pending")
