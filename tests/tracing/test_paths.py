@@ -374,3 +374,35 @@ def test_reset_restarts_the_clock_and_keeps_live_tasks(clock: Clock) -> None:
     assert f.tasks.loc[1, S.END_TS] == pytest.approx(1)
     tr.register_task(0)  # finished before the reset: its id is free again
     assert np.isnan(tr.frames().tasks.loc[0, S.END_TS])
+
+
+def test_overlapping_sessions_wall_time_is_the_union_and_sums_add_up(clock: Clock) -> None:
+    """Two sessions of one task generate at once (2..6 and 4..9), a task-level reward span
+    (9..10) belongs to no session: the task's generate wall time is the union (7 s), its
+    session-seconds the sum (9 s), each session its own span."""
+    tr = Tracer()
+    tr.register_task(0)
+    with tr.task_scope(0):
+        clock.at(2)
+        a = tr.register_session()
+        ga = tr.begin_phase("generate", session_id=a)
+        clock.at(4)
+        b = tr.register_session()
+        gb = tr.begin_phase("generate", session_id=b)
+        clock.at(6)
+        tr.end_phase(ga)
+        tr.end_session(a)
+        clock.at(9)
+        tr.end_phase(gb)
+        tr.end_session(b)
+        with tr.phase("reward"):
+            clock.at(10)
+    tr.finalize(0, "accepted")
+    f = tr.frames()
+    t = f.tasks.loc[0]
+    assert t["generate_s"] == pytest.approx(7) and t["generate_session_s"] == pytest.approx(9)
+    assert t["reward_s"] == pytest.approx(1)
+    s = f.sessions
+    assert s["generate_s"].tolist() == pytest.approx([4, 5])
+    assert s["reward_s"].tolist() == [0, 0]  # the task-level span is in no session
+    assert f.spans[S.SESSION_ID].isna().tolist() == [False, False, True]
