@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import ConfigError, TraceStateError
+from rollout_kit.errors import ConfigError, TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing.tracer import MAX_ERROR_CHARS
 
@@ -165,3 +165,10 @@ def test_a_failure_is_cut_at_max_error_chars_and_reasons_are_text() -> None:
     with pytest.raises(ConfigError, match="unknown final status 'pending'"):
         tr.register_task(3)
         tr.finalize(3, "pending")
+
+
+def test_a_mark_of_an_unknown_task_says_so() -> None:
+    tr = Tracer()
+    with pytest.raises(UnknownTaskIdError, match=r"mark\('consume'\): task_id 5 was never "
+                                                 r"registered in this tracer"):
+        tr.mark(5, "consume")
