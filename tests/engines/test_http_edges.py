@@ -535,14 +535,19 @@ async def test_refused_connection_is_a_connect_failure() -> None:
         assert isinstance(exc.__cause__, aiohttp.ClientConnectorError)
 
 
-async def test_a_request_past_its_timeout_is_a_timeout(server: Any) -> None:
+async def _hanging(server: Any) -> tuple[str, asyncio.Event]:
+    """A ``/hang`` route that answers only once the returned gate is set."""
     gate = asyncio.Event()
 
     async def hang(_: web.Request) -> web.Response:
         await gate.wait()
         return web.Response(text="{}")
 
-    addr = await server("/hang", hang)
+    return await server("/hang", hang), gate
+
+
+async def test_a_request_past_its_timeout_is_a_timeout(server: Any) -> None:
+    addr, gate = await _hanging(server)
     client = _client()
     try:
         with pytest.raises(EngineTimeoutError) as info:
@@ -678,13 +683,7 @@ async def test_stream_ending_early_names_server_and_endpoint(server: Any) -> Non
 
 
 async def test_timeouts_reach_every_kind_of_request(server: Any) -> None:
-    gate = asyncio.Event()
-
-    async def hang(_: web.Request) -> web.Response:
-        await gate.wait()
-        return web.Response(text="{}")
-
-    addr = await server("/hang", hang)
+    addr, gate = await _hanging(server)
     client = _client()
     try:
         with pytest.raises(EngineTimeoutError):
