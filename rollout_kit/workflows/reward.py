@@ -94,12 +94,10 @@ class RewardRunner:
             if type(data) is dict or isinstance(data, Mapping) else {}
         fn = self.fn
         if self.mode == "inline" and not self._is_async:  # no partial, no thread
-            if self._auto:
-                t0 = time.perf_counter()
-                value = fn(prompt, completion, prompt_ids, completion_ids, **extra)
+            t0 = time.perf_counter() if self._auto else 0.0
+            value = fn(prompt, completion, prompt_ids, completion_ids, **extra)
+            if self._auto:  # still watching: two slow calls send it back to threads
                 self._watch(time.perf_counter() - t0)
-            else:
-                value = fn(prompt, completion, prompt_ids, completion_ids, **extra)
             if type(value) is float:  # the common case: nothing to await or convert
                 return value
         elif self._is_async:
