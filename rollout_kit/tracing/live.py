@@ -16,7 +16,7 @@ the lock, by this module and by the tracer.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from time import perf_counter_ns
 from types import MappingProxyType
 from typing import Final
@@ -135,10 +135,10 @@ class LiveTask:
                 sp.task = None
             self.open = None
         open_end = now if now is not None else MISSING
-        sessions: Sequence[SessionRow] = [
-            (s.session_id, status if s.status is None else s.status, s.start,
-             s.end if s.end is not None else open_end, s.attrs or _NO_ATTRS)
-            for s in self.sessions] if self.sessions else ()
+        sessions: list[SessionRow] = []
+        for s in self.sessions or ():  # a loop, not a comprehension: usually one session
+            sessions.append((s.session_id, status if s.status is None else s.status, s.start,
+                             s.end if s.end is not None else open_end, s.attrs or _NO_ATTRS))
         store.commit(self.task_id, status, self.wcode, marks, reason, error,
                      self.attrs or _NO_ATTRS, sessions, self.spans or _NO_SPANS,
                      self.events or ())
@@ -224,8 +224,10 @@ class LiveTable:
             t.attrs = attrs
         self.tasks[task_id] = t
 
-    def pop_task(self, task_id: int) -> LiveTask:
-        """Remove a task and its sessions, remember its id as finished (caller holds ``lock``).
+    def finish_task(self, task_id: int, store: Store, status: int, reason: str | None,
+                    error: str | None, now: int) -> None:
+        """Finalize a live task at ``now``: remove it and its sessions, remember its id as
+        finished, commit it into ``store`` (caller holds ``lock``).
 
         Raises:
             TraceStateError: already finalized; UnknownTaskIdError: never registered.
@@ -237,10 +239,11 @@ class LiveTable:
             raise UnknownTaskIdError(
                 f"finalize(): task_id {task_id} was never registered in this tracer")
         self.done.add(task_id)
-        sessions = self.sessions
-        for s in t.sessions or ():
-            del sessions[s.session_id]
-        return t
+        if t.sessions:
+            sessions = self.sessions
+            for s in t.sessions:
+                del sessions[s.session_id]
+        t.commit(store, status, reason, error, now)
 
     def not_live(self, task_id: object, what: str) -> Exception:
         """The error for ``what`` on a task that is not live (finalized or unknown)."""

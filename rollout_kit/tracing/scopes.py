@@ -94,8 +94,10 @@ class PhaseScope(LiveSpan):
         self._tracer = tracer
         self._name = name
         self._sid = session_id
-        code = CODES.get(name)  # one lookup for a known name (no call)
-        self.code = phase_code(name) if code is None else code
+        try:
+            self.code = CODES[name]  # a subscript, not a call, for a known name
+        except KeyError:
+            self.code = phase_code(name)
         self.state = NEW
         self.task = None
 

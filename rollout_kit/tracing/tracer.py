@@ -292,7 +292,7 @@ class Tracer:
         lock = live.lock
         lock.acquire()
         try:
-            live.pop_task(task_id).commit(self._store, code, reason, err, now)
+            live.finish_task(task_id, self._store, code, reason, err, now)
             self._due += 1
             flush = self._due >= self.flush_threshold and self.path is not None
         finally:
