@@ -46,6 +46,11 @@ class GenerationConfig:
     """Sampling parameters (AReaL's ``GenerationHyperparameters`` names).
 
     ``max_new_tokens`` bounds the completion; ``max_tokens`` bounds prompt + completion.
+    ``logprobs`` asks the server for each output token's logprob (vLLM ``logprobs: 0``,
+    SGLang ``return_logprob``), which RL needs; ``False`` sends the request ``vllm bench
+    serve`` and SGLang's ``bench_serving`` send (no logprobs: the server skips that work, the
+    output ids still come back, the response's logprobs are NaN) — the default of
+    ``rollout-kit load``.
     """
 
     n_samples: int = 1
@@ -61,6 +66,7 @@ class GenerationConfig:
     skip_special_tokens: bool = True
     frequency_penalty: float = 0.0
     seed: int | None = None
+    logprobs: bool = True
 
     def __post_init__(self) -> None:
         _check(_is_count(self.n_samples) and self.n_samples >= 1,
@@ -79,6 +85,8 @@ class GenerationConfig:
                f"frequency_penalty must be in [-2, 2], got {self.frequency_penalty!r}")
         _check(self.seed is None or _is_count(self.seed),
                f"seed must be an int or None, got {self.seed!r}")
+        _check(isinstance(self.logprobs, bool),
+               f"logprobs must be a bool, got {self.logprobs!r}")
         _check(isinstance(self.stop, str | tuple | list),
                f"stop must be a string or a sequence of strings, got {self.stop!r}")
         _check(isinstance(self.stop_token_ids, tuple | list),

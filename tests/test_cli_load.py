@@ -113,6 +113,7 @@ def test_sglang_backend_and_sim_option(sglang_sim: str, tmp_path: Path,
     assert "Successful requests:                     10" in capsys.readouterr().out
     rc = main(["load", "--sim", "--sim-time-scale", "0.02", "--backend", "sglang",
                "--num-prompts", "10", "--request-rate", "100", "--save-result",
+               "--request-logprobs",  # the RL-style request (return_logprob) works too
                "--result-dir", str(tmp_path), "--result-filename", "s.json", *FAST])
     assert rc == 0
     assert json.loads((tmp_path / "s.json").read_text())["completed"] == 10

@@ -86,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="mooncake/trace datasets: multiply timestamps by this (1.0)")
     data.add_argument("--ignore-eos", action="store_true",
                       help="generate exactly the output length (random datasets always do)")
+    data.add_argument("--request-logprobs", action="store_true",
+                      help="ask the server for each output token's logprob (off, as in vllm "
+                           "bench serve: the server skips that work)")
 
     res = parser.add_argument_group("results (as vllm bench serve)")
     res.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",

@@ -107,11 +107,12 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    from ..config import EngineConfig, ExecutorConfig
+    from ..config import EngineConfig, ExecutorConfig, GenerationConfig
     from ..controller import RolloutController
     from ..load.runner import run_load_async
 
     requests = _requests(args)
+    gconfig = GenerationConfig(logprobs=args.request_logprobs)
     levels = [args.max_concurrency] if args.max_concurrency else []
     levels += args.concurrencies or []
     cap = max([*levels, args.num_prompts + args.warmup, 1])
@@ -130,11 +131,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 runs: list[Any] = []
                 sweep = await sweep_async(ctl, requests, rates=args.rates,
                                           concurrencies=args.concurrencies,
-                                          spec_template=_spec(args), goodput=args.slos,
+                                          spec_template=_spec(args), gconfig=gconfig,
+                                          goodput=args.slos,
                                           percentiles=tuple(args.percentiles),
                                           progress=not args.disable_tqdm, runs=runs)
                 return {"sweep": sweep, "runs": runs}
-            run = await run_load_async(ctl, requests, _spec(args),
+            run = await run_load_async(ctl, requests, _spec(args), gconfig=gconfig,
                                        progress=not args.disable_tqdm)
             return {"run": run}
         finally:

@@ -147,7 +147,8 @@ class SGLangBackend(Backend):
             sp["stop_token_ids"] = list(g.stop_token_ids)
         if g.seed is not None:
             sp["sampling_seed"] = g.seed
-        body: dict[str, Any] = {"sampling_params": sp, "return_logprob": True, "stream": stream}
+        body: dict[str, Any] = {"sampling_params": sp, "return_logprob": g.logprobs,
+                                "stream": stream}
         if input_ids:
             body["input_ids"] = input_ids
         else:

@@ -2,7 +2,8 @@
 
 Token ids come from ``choices[0].token_ids`` (``return_token_ids``, vLLM ≥ 0.10.2) with a
 fallback to the ``"token_id:N"`` strings of ``logprobs.tokens`` (``logprobs: 0`` +
-``return_tokens_as_token_ids``), which every version supports. Prompt ids come from
+``return_tokens_as_token_ids``, sent only when :attr:`GenerationConfig.logprobs` is on), which
+every version supports. Prompt ids come from
 ``prompt_token_ids`` (per choice; top level for chat). Streaming asks for
 ``stream_options.include_usage`` so the final usage chunk carries the prompt length; chunk
 fields may be missing or ``null`` (0.33 vs 0.10.2) and are treated alike. Server control is
@@ -99,11 +100,12 @@ class VLLMBackend(Backend):
             "ignore_eos": g.ignore_eos,
             "skip_special_tokens": g.skip_special_tokens,
             "frequency_penalty": g.frequency_penalty,
-            "logprobs": 0,
-            "return_tokens_as_token_ids": True,
             "return_token_ids": True,
             "stream": stream,
         }
+        if g.logprobs:
+            body["logprobs"] = 0
+            body["return_tokens_as_token_ids"] = True
         if model:
             body["model"] = model
         if g.stop:

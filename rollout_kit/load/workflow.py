@@ -64,7 +64,8 @@ class GenerateRequest:
     by default); the trajectory is their timings.
 
     Args:
-        gconfig: the sampling settings (default ``GenerationConfig()``); a request's
+        gconfig: the sampling settings (default ``GenerationConfig(logprobs=False)``: the
+            request ``vllm bench serve`` sends, no logprobs computed); a request's
             ``output_len`` (per sample: ``output_lens[i]``) replaces ``max_new_tokens`` and
             its ``ignore_eos`` is or-ed in.
 
@@ -79,7 +80,7 @@ class GenerateRequest:
         if gconfig is not None and not isinstance(gconfig, GenerationConfig):
             raise ConfigError(f"gconfig must be a GenerationConfig, got "
                               f"{type(gconfig).__name__}")
-        base = gconfig or GenerationConfig()
+        base = gconfig or GenerationConfig(logprobs=False)
         if base.n_samples != 1:
             base = base.new(n_samples=1)
         self.gconfig = base

@@ -162,6 +162,17 @@ def test_vllm_request_fields() -> None:
     assert plain["prompt"] == "hi" and "model" not in plain and "stream_options" not in plain
 
 
+def test_without_logprobs_both_flavours_send_what_the_bench_tools_send() -> None:
+    g = GenerationConfig(logprobs=False)
+    vl = VL.build_request(input_ids=[5, 6], text=None, gconfig=g, max_new_tokens=7,
+                          stream=True, model="sim")
+    assert "logprobs" not in vl and "return_tokens_as_token_ids" not in vl
+    assert vl["return_token_ids"] is True  # the output ids still come back (vLLM >= 0.10.2)
+    sg = SG.build_request(input_ids=[5, 6], text=None, gconfig=g, max_new_tokens=7,
+                          stream=True, model=None)
+    assert sg["return_logprob"] is False
+
+
 VL_FULL = {
     "id": "cmpl-1", "object": "text_completion", "model": "m",
     "choices": [{

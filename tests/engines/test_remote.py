@@ -48,6 +48,19 @@ async def test_generate_parses_tokens_and_logprobs(flavour: str, stream: bool) -
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_without_logprobs_ids_come_back_and_logprobs_are_nan(flavour: str,
+                                                                   stream: bool) -> None:
+    async with serve(flavour, n=1, time_scale=0.01, answer_fn=answer("four")) as cluster, \
+            make_engine(flavour, cluster.addresses, stream=stream) as engine:
+        resp = await engine.generate_async(req(max_new_tokens=32, logprobs=False))
+    assert resp.output_tokens == [*TOK.encode("four"), TOK.eos_token_id]
+    assert len(resp.output_logprobs) == len(resp.output_tokens)
+    assert all(math.isnan(lp) for lp in resp.output_logprobs)
+    assert resp.stop_reason == "stop"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
 async def test_text_prompt_gets_prompt_ids_from_server(flavour: str) -> None:
     async with serve(flavour, n=1, zero_latency=True, answer_fn=answer("ok")) as cluster, \
             make_engine(flavour, cluster.addresses) as engine:

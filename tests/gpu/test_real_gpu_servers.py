@@ -28,6 +28,7 @@ from tests.realserver.engine_checks import (
     check_token_ids_and_logprobs,
     check_tracer_sessions,
     check_weight_update,
+    check_without_logprobs,
 )
 
 pytestmark = pytest.mark.timeout(300)
@@ -60,6 +61,10 @@ def real(request: pytest.FixtureRequest) -> RealServer:
 
 async def test_token_ids_and_logprobs(real: RealServer) -> None:
     await check_token_ids_and_logprobs(real)
+
+
+async def test_without_logprobs_ids_still_come_back(real: RealServer) -> None:
+    await check_without_logprobs(real)  # SGLang: return_logprob false, ids from output_ids
 
 
 async def test_text_prompt(real: RealServer) -> None:

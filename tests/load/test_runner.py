@@ -255,3 +255,25 @@ def test_the_package_exports_a_sorted_curated_api() -> None:
     assert load.__all__ == sorted(load.__all__, key=str.casefold)
     for name in load.__all__:
         assert getattr(load, name) is not None
+
+
+async def test_load_requests_ask_no_logprobs_unless_the_gconfig_does(
+        cluster: SimCluster, tmp_path: Any) -> None:
+    """Like ``vllm bench serve``: the default request leaves logprobs out (the server skips
+    that work); a given ``GenerationConfig`` keeps its own choice. Read back from the
+    trajectory dump: the parameters sent and the logprobs that came back."""
+    from rollout_kit.tracing import load_dump
+
+    spec = LoadSpec(arrivals=Arrivals(rate=1000.0), num_requests=4)
+    for name, gconfig in (("default", None), ("asked", GenerationConfig(logprobs=True))):
+        async with RolloutController(vllm=cluster.urls, engine_config=ENGINE,
+                                     dump=tmp_path / name) as ctl:
+            run = await run_load_async(ctl, REQS, spec, gconfig=gconfig)
+            assert (run.frame["status"] == "accepted").all()
+        calls = load_dump(tmp_path / name)
+        assert len(calls) == 4
+        want = name == "asked"
+        assert [s["logprobs"] for s in calls["sampling"]] == [want] * 4
+        for lps, ids in zip(calls["logprobs"], calls["output_ids"], strict=True):
+            assert len(lps) == len(ids) == 6
+            assert all(np.isfinite(lps)) if want else all(np.isnan(lps))

@@ -137,6 +137,23 @@ async def check_token_ids_and_logprobs(server: RealServer, n_tokens: int = 8) ->
     return resp
 
 
+async def check_without_logprobs(server: RealServer, n_tokens: int = 8) -> ModelResponse:
+    """``GenerationConfig(logprobs=False)`` (what ``rollout-kit load`` sends, as the bench
+    tools do): the server computes no logprobs, the output ids still come back, streamed
+    and not."""
+    g = GenerationConfig(max_new_tokens=n_tokens, ignore_eos=True, logprobs=False)
+    for stream in (False, True):
+        async with _engine(server, stream=stream) as engine:
+            prompt = server.ids(2)
+            resp = await engine.generate_async(ModelRequest(input_ids=prompt, gconfig=g))
+        assert len(resp.output_tokens) == n_tokens, resp.output_tokens
+        assert all(0 <= t < server.vocab_size for t in resp.output_tokens)
+        assert len(resp.output_logprobs) == n_tokens
+        assert all(math.isnan(x) for x in resp.output_logprobs), resp.output_logprobs
+        assert resp.input_tokens == prompt and resp.stop_reason == "length"
+    return resp
+
+
 async def check_text_prompt(server: RealServer, n_tokens: int = 6) -> ModelResponse:
     """A text prompt: the server tokenizes and reports the prompt ids; text comes back."""
     async with _engine(server) as engine:

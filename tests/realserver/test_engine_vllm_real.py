@@ -27,6 +27,7 @@ from tests.realserver.engine_checks import (
     check_text_prompt,
     check_token_ids_and_logprobs,
     check_tracer_sessions,
+    check_without_logprobs,
 )
 
 pytestmark = pytest.mark.vllm_cpu
@@ -41,6 +42,10 @@ def real(vllm_cpu_server: VLLMCPUServer) -> RealServer:
 
 async def test_token_ids_and_logprobs(real: RealServer) -> None:
     await check_token_ids_and_logprobs(real)
+
+
+async def test_without_logprobs_ids_still_come_back(real: RealServer) -> None:
+    await check_without_logprobs(real)
 
 
 async def test_text_prompt(real: RealServer) -> None:

@@ -130,6 +130,8 @@ PLAIN_CASES: list[Case] = [
     ("GenerationConfig(n_samples=True)", lambda: GenerationConfig(n_samples=True),
      ConfigError, "n_samples"),
     ("GenerationConfig(top_k=0)", lambda: GenerationConfig(top_k=0), ConfigError, "top_k"),
+    ("GenerationConfig(logprobs=1)", lambda: GenerationConfig(logprobs=1), ConfigError,  # type: ignore[arg-type]
+     "logprobs must be a bool"),
     ("GenerationConfig(stop=[''])", lambda: GenerationConfig(stop=[""]),  # type: ignore[arg-type]
      ConfigError, "stop"),
     ("GenerationConfig(stop=5)", lambda: GenerationConfig(stop=5),  # type: ignore[arg-type]
