@@ -154,7 +154,7 @@ class Harness:
                 e = make_engine(flavour, [self.server.address], stream=stream,
                                 retry=RetryPolicy(max_retries=0),
                                 timeouts=Timeouts(request=5, total=5, setup=5, health=2))
-                self.runner.run(e.initialize())
+                self.runner.run(e.initialize_async())
                 self.engines[(flavour, stream)] = e
 
     def close(self) -> None:

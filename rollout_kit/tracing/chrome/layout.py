@@ -1,93 +1,22 @@
-"""Export the trace frames to the Chrome Trace Event Format (Perfetto, chrome://tracing).
-
-Tracks. Each task gets its own track (named ``task N``), inside one process per worker
-(``pid``, named by ``process_name`` metadata), so tasks that run at the same time render
-side by side instead of piling onto one thread as in AReaL. A track never holds partially
-overlapping events: when sessions of one task overlap (n samples in parallel), the extra
-sessions go to sub-tracks ``task N · lane k`` right under the task's track. A track's
-``tid`` is ``k * stride + task_id + 1`` (``stride``, in ``otherData.lane_tid_stride``, a
-power of ten above every ``task_id + 1``): never 0, because Perfetto's JSON tokenizer takes
-``tid`` 0 for "not set" and uses the pid instead (``json_trace_tokenizer.cc``: "Make the tid
-equal to the pid if tid is not set"), which would merge task 0 into the track of the task
-numbered like the worker's pid.
-
-Slices are complete (``"X"``) events with microsecond ``ts``/``dur`` (numbers, 3 decimals:
-nanosecond resolution), in ``args`` always ``task_id`` and ``session_id``:
-
-* each phase span (``cat: phase``: ``generate``, ``reward``, …);
-* with ``tasks``: the queue wait ``queued`` (submit → dispatch, ``cat: queue``) and
-  zero-length marks ``submit``, ``dispatch``, ``consume`` (``cat: lifecycle``);
-* with ``sessions``: one ``session N`` slice per session (``cat: session``), its phase spans
-  nested inside (it covers its spans and events should they stick out);
-* with ``events``: a zero-length ``continue`` slice (``cat: continue``) where the engine
-  resent a generation a server had aborted, ``args.version`` the weight version it resumed
-  under.
-
-Flows link a task's steps in time: submit → dispatch → each session → each continuation →
-each ``reward`` span → consume. They are flow events of the format's second version: a
-``bind_id`` on the slice itself, with ``flow_out`` (first step), ``flow_in`` and
-``flow_out`` (later steps) or ``flow_in`` (last step). What Perfetto honours, from its
-importer (google/perfetto, ``src/trace_processor/importers/json/json_trace_parser_impl.cc``
-and ``importers/common/flow_tracker.cc``): a v2 flow is bound right after its own slice is
-pushed, so to that slice ("bind_enclosing_slice is always true for v2 flow events"); a v1
-flow event (``"ph": "s"/"t"/"f"`` with ``id``, ``cat``, ``name``, ``"bp": "e"``) binds to
-whatever slice is on top of its track when it is read — ambiguous for zero-length slices and
-equal timestamps ("if we report a flow event earlier that a corresponding slice then flow
-event would not be added") — and the args of v1 flow events are not kept, so the weight
-version sits on the ``continue`` slice. Flows are matched on ``id`` with ``cat`` and
-``name`` (v1) or on ``bind_id`` alone (v2, an int or a hex string;
-``MaybeExtractFlowIdentifier``); ``id2`` (``{"local"|"global": …}``) is read only for async
-``b``/``e``/``n`` events, so it is never written. A slice holds one ``bind_id``, so a flow is
-one chain (a second start with the same id counts as ``flow_duplicate_id``): one per task
-and lane — sessions that run in parallel sit on different lanes, and each lane's chain
-starts at its own copy of the submit and dispatch marks and ends at its own consume mark
-(lane 0 has the originals).
-
-Counters (``"ph": "C"``, process-scoped): each worker process has ``tasks`` with series
-``queued`` (submitted, not dispatched) and ``in_flight`` (dispatched, not finished); each
-server has a process ``server ADDR`` with ``requests``: ``in_flight`` (its open
-``generate`` spans) and, for streamed runs, ``queued`` (of these, the ones still waiting
-for their first token: a session's ``ttft_s`` is its last call's, so only a session's last
-``generate`` span can be split). Perfetto names the tracks ``tasks in_flight`` etc.
-
-The layout (:func:`chrome_layout`: which slice goes on which track, the flow chains, the
-counter series — plain DataFrames) is computed apart from the JSON writing
-(:func:`to_chrome_trace`), as HolisticTraceAnalysis keeps ``prepare_timeline_events`` apart
-from its drawing.
-
-Usage::
-
-    from rollout_kit.tracing.chrome import to_chrome_trace
-    to_chrome_trace(traces.spans, "trace.json", tasks=traces.tasks, sessions=traces.sessions,
-                    events=traces.events)  # open in ui.perfetto.dev
-"""
+"""The Chrome trace's layout: which slice goes on which track, the flow chains and the
+counter samples, as plain DataFrames (:func:`chrome_layout`), before any JSON is written.
+See :mod:`rollout_kit.tracing.chrome` for what the trace shows and why."""
 
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 
-from ..errors import ConfigError, TraceSchemaError
-from . import schema as S
+from .. import schema as S
+from .columns import DEFAULT_PROCESS, F64, I64, NO_SESSION, floats, ints, require_columns, strings
+from .counters import counter_samples
 
-__all__ = [
-    "CONSUME_EVENT",
-    "CONTINUE_EVENT",
-    "DISPATCH_EVENT",
-    "QUEUED_EVENT",
-    "SERVER_COUNTER",
-    "SUBMIT_EVENT",
-    "TASK_COUNTER",
-    "ChromeLayout",
-    "chrome_layout",
-    "to_chrome_trace",
-]
+__all__ = ["CAT_CONTINUE", "CAT_COUNTER", "CAT_SESSION", "CONSUME_EVENT", "CONTINUE_EVENT",
+           "DISPATCH_EVENT", "QUEUED_EVENT", "SUBMIT_EVENT", "ChromeLayout", "chrome_layout"]
 
 QUEUED_EVENT = "queued"
 """Name of the event for a task's queue wait (submit → dispatch)."""
@@ -95,31 +24,21 @@ SUBMIT_EVENT, DISPATCH_EVENT, CONSUME_EVENT = "submit", "dispatch", "consume"
 """Names of the zero-length lifecycle marks (``cat: lifecycle``)."""
 CONTINUE_EVENT = S.CONTINUE
 """Name of the zero-length slice of a continuation after a server abort."""
-TASK_COUNTER = "tasks"
-"""Counter of a worker process: series ``queued`` and ``in_flight``."""
-SERVER_COUNTER = "requests"
-"""Counter of a server process: series ``in_flight`` and (streamed runs) ``queued``."""
 
 # slice categories
 CAT_PHASE, CAT_QUEUE, CAT_SESSION = "phase", "queue", "session"
 CAT_LIFECYCLE, CAT_CONTINUE, CAT_COUNTER = "lifecycle", "continue", "counter"
 
 _QUEUE_SESSION = -1  # pseudo session id of the queued segment
-_NO_SESSION = -2  # pseudo session id of spans recorded outside any session
-_DEFAULT_PROCESS = "rollout_kit"
 _SPAN_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.PHASE, S.START, S.END)
 _SESSION_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.START_TS, S.END_TS)
 _EVENT_REQUIRED = (S.TASK_ID, S.SESSION_ID, S.EVENT, S.TS)
 _REWARD = "reward"
-_GENERATE = "generate"
 # order of chain steps that share a timestamp
 _STEP_RANK = {SUBMIT_EVENT: 0, DISPATCH_EVENT: 1, CAT_SESSION: 2, CAT_CONTINUE: 3, _REWARD: 4,
               CONSUME_EVENT: 5}
 _LIFECYCLE = ((SUBMIT_EVENT, S.SUBMIT_TS), (DISPATCH_EVENT, S.DISPATCH_TS),
               (CONSUME_EVENT, S.CONSUME_TS))
-
-_F64 = np.ndarray[Any, np.dtype[np.float64]]
-_I64 = np.ndarray[Any, np.dtype[np.int64]]
 
 
 @dataclass
@@ -148,34 +67,7 @@ class ChromeLayout:
     open_spans_dropped: int
 
 
-def _columns(df: object, required: tuple[str, ...], what: str) -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise TraceSchemaError(f"{what}: expected a pandas DataFrame, got {type(df).__name__}")
-    names = [n for n in df.index.names if n is not None and n not in df.columns]
-    if names:
-        df = df.reset_index(level=names)
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise TraceSchemaError(f"{what} frame lacks required column(s) {missing}")
-    return df
-
-
-def _floats(s: pd.Series[Any]) -> _F64:
-    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-
-
-def _ints(s: pd.Series[Any], fill: int) -> _I64:
-    return pd.to_numeric(s, errors="coerce").fillna(fill).to_numpy(dtype=np.int64)
-
-
-def _strings(df: pd.DataFrame, col: str, mask: np.ndarray | None = None) -> Any:
-    if col not in df.columns:
-        return None
-    values = df[col].astype("string").to_numpy()
-    return values if mask is None else values[mask]
-
-
-def _greedy_lanes(start: _F64, end: _F64) -> list[int]:
+def _greedy_lanes(start: F64, end: F64) -> list[int]:
     """First-fit interval partitioning of intervals sorted by start: lowest free lane."""
     free: list[int] = []  # heap of free lane numbers
     busy: list[tuple[float, int]] = []  # heap of (end, lane)
@@ -189,7 +81,7 @@ def _greedy_lanes(start: _F64, end: _F64) -> list[int]:
     return lanes
 
 
-def _lanes(group: _I64, start: _F64, end: _F64) -> _I64:
+def _lanes(group: I64, start: F64, end: F64) -> I64:
     """Lane of each interval within its group so that no lane holds overlapping ones.
 
     Inputs must be sorted by (group, start), group ascending. Groups without any overlap
@@ -215,28 +107,28 @@ def _lanes(group: _I64, start: _F64, end: _F64) -> _I64:
 # -- units: the intervals to lay out on tracks ------------------------------------------
 
 def _span_units(spans: pd.DataFrame) -> pd.DataFrame:
-    start, end = _floats(spans[S.START]), _floats(spans[S.END])
+    start, end = floats(spans[S.START]), floats(spans[S.END])
     ok = ~(np.isnan(start) | np.isnan(end))
     return pd.DataFrame({
         "task": spans[S.TASK_ID].to_numpy(dtype=np.int64)[ok],
-        "session": _ints(spans[S.SESSION_ID], _NO_SESSION)[ok],
+        "session": ints(spans[S.SESSION_ID], NO_SESSION)[ok],
         "name": spans[S.PHASE].astype("string").fillna("?").to_numpy()[ok],
         "cat": CAT_PHASE, "start": start[ok], "end": np.maximum(end[ok], start[ok]),
-        "server": _strings(spans, S.SERVER, ok), "status": _strings(spans, S.STATUS, ok),
-        "worker": _strings(spans, S.WORKER, ok), "continuations": pd.NA,
+        "server": strings(spans, S.SERVER, ok), "status": strings(spans, S.STATUS, ok),
+        "worker": strings(spans, S.WORKER, ok), "continuations": pd.NA,
     })
 
 
 def _queue_units(tasks: pd.DataFrame) -> pd.DataFrame | None:
     if S.DISPATCH_TS not in tasks.columns:
         return None
-    submit, dispatch = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.DISPATCH_TS])
+    submit, dispatch = floats(tasks[S.SUBMIT_TS]), floats(tasks[S.DISPATCH_TS])
     q = ~(np.isnan(submit) | np.isnan(dispatch)) & (dispatch > submit)
     return pd.DataFrame({
         "task": tasks[S.TASK_ID].to_numpy(dtype=np.int64)[q], "session": _QUEUE_SESSION,
         "name": QUEUED_EVENT, "cat": CAT_QUEUE, "start": submit[q], "end": dispatch[q],
-        "server": None, "status": _strings(tasks, S.STATUS, q),
-        "worker": _strings(tasks, S.WORKER, q), "continuations": pd.NA})
+        "server": None, "status": strings(tasks, S.STATUS, q),
+        "worker": strings(tasks, S.WORKER, q), "continuations": pd.NA})
 
 
 def _session_units(sessions: pd.DataFrame, spans: pd.DataFrame,
@@ -245,9 +137,9 @@ def _session_units(sessions: pd.DataFrame, spans: pd.DataFrame,
     key = ["task", "session"]
     sess = pd.DataFrame({
         "task": sessions[S.TASK_ID].to_numpy(dtype=np.int64),
-        "session": _ints(sessions[S.SESSION_ID], _NO_SESSION),
-        "start": _floats(sessions[S.START_TS]), "end": _floats(sessions[S.END_TS]),
-        "server": _strings(sessions, S.SERVER), "status": _strings(sessions, S.STATUS),
+        "session": ints(sessions[S.SESSION_ID], NO_SESSION),
+        "start": floats(sessions[S.START_TS]), "end": floats(sessions[S.END_TS]),
+        "server": strings(sessions, S.SERVER), "status": strings(sessions, S.STATUS),
         "continuations": (pd.to_numeric(sessions[S.CONTINUATIONS], errors="coerce")
                           .astype("Int64").to_numpy() if S.CONTINUATIONS in sessions.columns
                           else pd.NA)})
@@ -272,13 +164,13 @@ def _session_units(sessions: pd.DataFrame, spans: pd.DataFrame,
 
 
 def _event_frame(events: pd.DataFrame) -> pd.DataFrame:
-    ts = _floats(events[S.TS])
+    ts = floats(events[S.TS])
     kind = events[S.EVENT].astype("string").to_numpy()
     ok = np.isfinite(ts) & (kind == CONTINUE_EVENT)
     version = (pd.to_numeric(events[S.VERSION], errors="coerce").astype("Int64").to_numpy()
                if S.VERSION in events.columns else pd.NA)
     out = pd.DataFrame({"task": events[S.TASK_ID].to_numpy(dtype=np.int64),
-                        "session": _ints(events[S.SESSION_ID], _NO_SESSION), "ts": ts,
+                        "session": ints(events[S.SESSION_ID], NO_SESSION), "ts": ts,
                         "version": version})
     return pd.DataFrame(out.loc[ok].reset_index(drop=True))
 
@@ -287,8 +179,8 @@ def _event_frame(events: pd.DataFrame) -> pd.DataFrame:
 
 def _codes(names: list[str]) -> dict[str, int]:
     """Process ids: 0 for the default process, workers 1, 2, … in name order."""
-    codes = {n: i + 1 for i, n in enumerate(sorted(set(names) - {_DEFAULT_PROCESS}))}
-    codes[_DEFAULT_PROCESS] = 0
+    codes = {n: i + 1 for i, n in enumerate(sorted(set(names) - {DEFAULT_PROCESS}))}
+    codes[DEFAULT_PROCESS] = 0
     return codes
 
 
@@ -309,7 +201,7 @@ def _unit_workers(units: pd.DataFrame, tasks: pd.DataFrame | None) -> pd.Series[
     if by_task is not None:
         per_unit = per_unit.fillna(pd.Series(by_task.reindex(units["task"].to_numpy())
                                              .to_numpy(), dtype="string"))
-    return per_unit.fillna(_DEFAULT_PROCESS)
+    return per_unit.fillna(DEFAULT_PROCESS)
 
 
 def _assign_tracks(units: pd.DataFrame) -> pd.DataFrame:
@@ -348,18 +240,18 @@ def _assign_tracks(units: pd.DataFrame) -> pd.DataFrame:
 
 def _marks(tasks: pd.DataFrame, codes: dict[str, int]) -> pd.DataFrame:
     """The lifecycle marks of each task row (submit, dispatch, consume) with its pid."""
-    worker = (tasks[S.WORKER].astype("string").fillna(_DEFAULT_PROCESS).to_numpy()
-              if S.WORKER in tasks.columns else np.full(len(tasks), _DEFAULT_PROCESS))
+    worker = (tasks[S.WORKER].astype("string").fillna(DEFAULT_PROCESS).to_numpy()
+              if S.WORKER in tasks.columns else np.full(len(tasks), DEFAULT_PROCESS))
     pid = np.asarray([codes[w] for w in worker.tolist()], dtype=np.int64)
     parts = []
     for name, col in _LIFECYCLE:
         if col not in tasks.columns:
             continue
-        ts = _floats(tasks[col])
+        ts = floats(tasks[col])
         ok = np.isfinite(ts)
         parts.append(pd.DataFrame({
             "pid": pid[ok], "task": tasks[S.TASK_ID].to_numpy(dtype=np.int64)[ok],
-            "name": name, "start": ts[ok], "status": _strings(tasks, S.STATUS, ok)}))
+            "name": name, "start": ts[ok], "status": strings(tasks, S.STATUS, ok)}))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["pid", "task", "name", "start", "status"])
 
@@ -380,102 +272,6 @@ def _chains(steps: pd.DataFrame) -> pd.DataFrame:
         "row": steps["row"].to_numpy(),
         "bind_id": pd.arrays.IntegerArray(np.where(linked, ids, 0), ~linked),
         "flow_in": linked & (pos > 0), "flow_out": linked & (pos < size - 1)})
-
-
-# -- counters -----------------------------------------------------------------------------
-
-def _steps(key: np.ndarray, start: _F64, end: _F64) -> pd.DataFrame:
-    """The value after each change of ``count of intervals [start, end) open`` per key.
-
-    ``end`` may be NaN (still open at the end of the trace).
-    """
-    has_end = np.isfinite(end)
-    t = np.concatenate([start, end[has_end]])
-    d = np.concatenate([np.ones(start.size), -np.ones(int(has_end.sum()))])
-    k = np.concatenate([key, key[has_end]])
-    sums = pd.DataFrame({"key": k, "t": t, "d": d}).groupby(["key", "t"], sort=True)["d"].sum()
-    df = sums.reset_index()
-    df["value"] = df.groupby("key", sort=False)["d"].cumsum()
-    return df[["key", "t", "value"]]
-
-
-def _merge_series(series: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """One row per (key, t) change of any series, every series' value at that time."""
-    merged: pd.DataFrame | None = None
-    for name, df in series.items():
-        df = df.rename(columns={"value": name})
-        merged = df if merged is None else merged.merge(df, on=["key", "t"], how="outer")
-    assert merged is not None
-    merged = merged.sort_values(["key", "t"], kind="stable", ignore_index=True)
-    names = list(series)
-    merged[names] = merged.groupby("key", sort=False)[names].ffill().fillna(0.0)
-    return merged
-
-
-def _worker_counters(tasks: pd.DataFrame, codes: dict[str, int]) -> pd.DataFrame | None:
-    worker = (tasks[S.WORKER].astype("string").fillna(_DEFAULT_PROCESS).to_numpy()
-              if S.WORKER in tasks.columns else np.full(len(tasks), _DEFAULT_PROCESS))
-    pid = np.asarray([codes[w] for w in worker.tolist()], dtype=np.int64)
-    submit = _floats(tasks[S.SUBMIT_TS])
-    nan = np.full(len(tasks), np.nan)
-    dispatch = _floats(tasks[S.DISPATCH_TS]) if S.DISPATCH_TS in tasks.columns else nan
-    end = _floats(tasks[S.END_TS]) if S.END_TS in tasks.columns else nan
-    ok = np.isfinite(submit)
-    if not ok.any():
-        return None
-    q_end = np.where(np.isfinite(dispatch), dispatch, end)
-    run = ok & np.isfinite(dispatch)
-    merged = _merge_series({
-        "queued": _steps(pid[ok], submit[ok], q_end[ok]),
-        "in_flight": _steps(pid[run], dispatch[run], end[run])})
-    return merged.rename(columns={"key": "pid"}).assign(name=TASK_COUNTER)
-
-
-def _server_counters(spans: pd.DataFrame, sessions: pd.DataFrame | None,
-                     first_pid: int) -> tuple[pd.DataFrame | None, dict[int, str]]:
-    if S.SERVER not in spans.columns or not len(spans):
-        return None, {}
-    gen = spans[(spans[S.PHASE].astype("string") == _GENERATE).fillna(False)
-                .to_numpy(dtype=bool) & spans[S.SERVER].notna().to_numpy()]
-    start, end = _floats(gen[S.START]), _floats(gen[S.END])
-    ok = np.isfinite(start) & np.isfinite(end)
-    gen, start, end = gen[ok], start[ok], np.maximum(end[ok], start[ok])
-    if not len(gen):
-        return None, {}
-    server = gen[S.SERVER].astype("string").to_numpy()
-    names = sorted(set(server.tolist()))
-    pids = {name: first_pid + i for i, name in enumerate(names)}
-    pid = np.asarray([pids[s] for s in server.tolist()], dtype=np.int64)
-    series = {"in_flight": _steps(pid, start, end)}
-    waiting = _first_token_waits(gen, start, end, sessions)
-    w = np.isfinite(waiting) if waiting is not None else np.zeros(len(gen), dtype=bool)
-    if w.any():
-        assert waiting is not None
-        series["queued"] = _steps(pid[w], start[w], waiting[w])
-    merged = _merge_series(series)
-    if w.any():  # a server without first-token times: its queue is not drawn
-        merged.loc[~merged["key"].isin(np.unique(pid[w])), "queued"] = np.nan
-    return (merged.rename(columns={"key": "pid"}).assign(name=SERVER_COUNTER),
-            {v: f"server {k}" for k, v in pids.items()})
-
-
-def _first_token_waits(gen: pd.DataFrame, start: _F64, end: _F64,
-                       sessions: pd.DataFrame | None) -> _F64 | None:
-    """When each generate span got its first token (NaN: not known): its session's
-    ``ttft_s`` after its start, for the last generate span of a session only."""
-    if sessions is None or S.TTFT_S not in sessions.columns:
-        return None
-    ttft = pd.Series(_floats(sessions[S.TTFT_S]), index=pd.MultiIndex.from_arrays(
-        [sessions[S.TASK_ID].to_numpy(dtype=np.int64),
-         _ints(sessions[S.SESSION_ID], _NO_SESSION)]))
-    ttft = ttft[~ttft.index.duplicated()]
-    task = gen[S.TASK_ID].to_numpy(dtype=np.int64)
-    sess = _ints(gen[S.SESSION_ID], _NO_SESSION)
-    per = ttft.reindex(pd.MultiIndex.from_arrays([task, sess])).to_numpy(dtype=np.float64)
-    last = (pd.DataFrame({"t": task, "s": sess, "start": start})
-            .groupby(["t", "s"])["start"].transform("max").to_numpy() == start)
-    return np.where(last & (sess >= 0) & np.isfinite(per),
-                    np.minimum(start + np.maximum(per, 0.0), end), np.nan)
 
 
 # -- the layout ---------------------------------------------------------------------------
@@ -569,24 +365,6 @@ def _tracks(slices: pd.DataFrame) -> pd.DataFrame:
     return tracks
 
 
-def _counters(spans: pd.DataFrame, tasks: pd.DataFrame | None,
-              sessions: pd.DataFrame | None, codes: dict[str, int]
-              ) -> tuple[pd.DataFrame, dict[int, str]]:
-    """The counter samples (µs) and the server processes they need."""
-    parts = []
-    wc = _worker_counters(tasks, codes) if tasks is not None and len(tasks) else None
-    if wc is not None:
-        parts.append(wc)
-    sc, servers = _server_counters(spans, sessions, max(codes.values()) + 1)
-    if sc is not None:
-        parts.append(sc)
-    counters = (pd.concat(parts, ignore_index=True) if parts
-                else pd.DataFrame(columns=["pid", "name", "t", "queued", "in_flight"]))
-    counters["ts"] = np.round(counters["t"].to_numpy(dtype=np.float64) * 1e6, 3)
-    return (counters.reindex(columns=["pid", "name", "ts", "queued", "in_flight"]),
-            servers)
-
-
 def chrome_layout(spans: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
                   sessions: pd.DataFrame | None = None,
                   events: pd.DataFrame | None = None) -> ChromeLayout:
@@ -597,12 +375,12 @@ def chrome_layout(spans: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
     Raises:
         TraceSchemaError: a frame lacks required columns.
     """
-    spans = _columns(spans, _SPAN_REQUIRED, "spans")
+    spans = require_columns(spans, _SPAN_REQUIRED, "spans")
     if tasks is not None:
-        tasks = _columns(tasks, (S.TASK_ID, S.SUBMIT_TS), "tasks")
+        tasks = require_columns(tasks, (S.TASK_ID, S.SUBMIT_TS), "tasks")
     if sessions is not None:
-        sessions = _columns(sessions, _SESSION_REQUIRED, "sessions")
-    ev = _event_frame(_columns(events, _EVENT_REQUIRED, "events")) if events is not None \
+        sessions = require_columns(sessions, _SESSION_REQUIRED, "sessions")
+    ev = _event_frame(require_columns(events, _EVENT_REQUIRED, "events")) if events is not None \
         else None
 
     # units: the intervals that decide the tracks (spans, queue waits, sessions)
@@ -638,7 +416,7 @@ def chrome_layout(spans: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
         slices.append(_lifecycle_slices(
             tasks, codes, units[["pid", "task", "slane"]].drop_duplicates(), lane_of))
     if ev is not None and len(ev):
-        slices.append(_continue_slices(ev, units, codes[_DEFAULT_PROCESS], lane_of))
+        slices.append(_continue_slices(ev, units, codes[DEFAULT_PROCESS], lane_of))
     slices = [x for x in slices if len(x)]
     sl = pd.concat(slices, ignore_index=True) if len(slices) > 1 else (
         slices[0] if slices else units.assign(version=None, chain_rank=-1))
@@ -647,118 +425,12 @@ def chrome_layout(spans: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
     _add_flows(sl)
     out = _slice_frame(sl)
 
-    counters, servers = _counters(spans, tasks, sessions, codes)
+    counters, servers = counter_samples(spans, tasks, sessions, codes)
     used = set(out["pid"].tolist()) | set(counters["pid"].tolist())
-    procs = [(pid, name if name == _DEFAULT_PROCESS else f"worker {name}")
+    procs = [(pid, name if name == DEFAULT_PROCESS else f"worker {name}")
              for name, pid in codes.items() if pid in used]
     processes = pd.DataFrame(sorted([*procs, *servers.items()]), columns=["pid", "name"])
     processes["sort_index"] = processes["pid"]
     return ChromeLayout(slices=out, tracks=_tracks(out), processes=processes,
                         counters=counters, stride=stride,
                         open_spans_dropped=int(len(spans) - len(span_units)))
-
-
-# -- writing ------------------------------------------------------------------------------
-
-def _na(v: Any) -> Any:
-    return None if v is None or v is pd.NA else v
-
-
-def _metadata(layout: ChromeLayout) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    for pid, name, sort in layout.processes[["pid", "name", "sort_index"]].itertuples(
-            index=False):
-        events.append({"ph": "M", "name": "process_name", "pid": int(pid), "tid": 0,
-                       "args": {"name": name}})
-        events.append({"ph": "M", "name": "process_sort_index", "pid": int(pid), "tid": 0,
-                       "args": {"sort_index": int(sort)}})
-    for pid, tid, name, sort in layout.tracks[["pid", "tid", "name", "sort_index"]].itertuples(
-            index=False):
-        events.append({"ph": "M", "name": "thread_name", "pid": int(pid), "tid": int(tid),
-                       "args": {"name": name}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": int(pid),
-                       "tid": int(tid), "args": {"sort_index": int(sort)}})
-    return events
-
-
-def _slice_events(sl: pd.DataFrame) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for name, cat, ts, dur, pid, tid, task, sess, server, status, version, cont, bind, fin, \
-            fout in zip(sl["name"].tolist(), sl["cat"].tolist(), sl["ts"].tolist(),
-                        sl["dur"].tolist(), sl["pid"].tolist(), sl["tid"].tolist(),
-                        sl["task"].tolist(), sl["session"].tolist(), sl["server"].tolist(),
-                        sl["status"].tolist(), sl["version"].tolist(),
-                        sl["continuations"].tolist(), sl["bind_id"].tolist(),
-                        sl["flow_in"].tolist(), sl["flow_out"].tolist(), strict=True):
-        args: dict[str, Any] = {"task_id": task, "session_id": _na(sess),
-                                "server": _na(server), "status": _na(status)}
-        if cat == CAT_CONTINUE:
-            args["version"] = _na(version)
-        elif cat == CAT_SESSION and _na(cont) is not None:
-            args["continuations"] = cont
-        e: dict[str, Any] = {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur,
-                             "pid": pid, "tid": tid, "args": args}
-        if _na(bind) is not None:
-            e["bind_id"] = bind
-            if fin:
-                e["flow_in"] = True
-            if fout:
-                e["flow_out"] = True
-        out.append(e)
-    return out
-
-
-def _counter_events(counters: pd.DataFrame) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for pid, name, ts, queued, in_flight in counters[
-            ["pid", "name", "ts", "queued", "in_flight"]].itertuples(index=False):
-        args: dict[str, Any] = {}
-        if queued == queued:  # not NaN: the series is drawn
-            args["queued"] = int(queued)
-        if in_flight == in_flight:
-            args["in_flight"] = int(in_flight)
-        out.append({"ph": "C", "name": name, "cat": CAT_COUNTER, "pid": int(pid), "ts": ts,
-                    "args": args})
-    return out
-
-
-def to_chrome_trace(spans: pd.DataFrame, path: str | Path | None = None, *,
-                    tasks: pd.DataFrame | None = None, sessions: pd.DataFrame | None = None,
-                    events: pd.DataFrame | None = None) -> dict[str, Any]:
-    """Build (and optionally write) a Chrome / Perfetto trace with one track per task.
-
-    Args:
-        spans: the spans frame (``task_id``, ``session_id``, ``phase``, ``start``, ``end``;
-            ``server`` and ``status`` go into each event's ``args``). Spans still open
-            (no ``end``) are left out and counted in ``otherData``.
-        path: where to write the JSON (with orjson); its folder must exist.
-        tasks: the tasks frame; adds the queue wait, the lifecycle marks, the flows, the
-            worker counters and one process per worker.
-        sessions: the sessions frame; adds one slice per session (a flow step) and, with
-            ``ttft_s``, the servers' ``queued`` series.
-        events: the events frame (``Traces.events``); adds the ``continue`` slices.
-
-    Returns:
-        The trace as a dict: ``traceEvents`` (metadata ``M`` events, then ``X`` events with
-        µs ``ts``/``dur`` and their flows, then ``C`` counter events), ``displayTimeUnit``
-        and ``otherData``.
-
-    Raises:
-        TraceSchemaError: a frame lacks required columns.
-        ConfigError: ``path``'s folder does not exist.
-    """
-    if path is not None and not Path(path).parent.is_dir():
-        raise ConfigError(f"cannot write the Chrome trace: folder {Path(path).parent} "
-                          "does not exist")
-    layout = chrome_layout(spans, tasks=tasks, sessions=sessions, events=events)
-    trace: dict[str, Any] = {
-        "traceEvents": (_metadata(layout) + _slice_events(layout.slices)
-                        + _counter_events(layout.counters)),
-        "displayTimeUnit": "ms",
-        "otherData": {"generator": "rollout_kit", "schema_version": S.SCHEMA_VERSION,
-                      "lane_tid_stride": layout.stride,
-                      "open_spans_dropped": layout.open_spans_dropped},
-    }
-    if path is not None:
-        Path(path).write_bytes(orjson.dumps(trace))
-    return trace
