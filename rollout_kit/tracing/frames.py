@@ -47,10 +47,10 @@ def empty_events() -> pd.DataFrame:
     """An events frame without rows (the columns and dtypes of ``Traces.events``)."""
     return pd.DataFrame({
         S.TASK_ID: np.empty(0, dtype=np.int64),
-        S.SESSION_ID: pd.array(np.empty(0, dtype=np.int64), dtype="Int64"),
-        S.EVENT: pd.Categorical.from_codes(np.empty(0, dtype=np.int8), dtype=_EVENT_DTYPE),
-        S.TS: np.empty(0, dtype=np.float64),
-        S.VERSION: pd.array(np.empty(0, dtype=np.int64), dtype="Int64"),
+        S.SESSION_ID: pd.array([], dtype="Int64"),
+        S.EVENT: pd.Categorical([], dtype=_EVENT_DTYPE),
+        S.TS: np.empty(0),  # float64
+        S.VERSION: pd.array([], dtype="Int64"),
     })
 
 
@@ -82,7 +82,7 @@ class Traces:
 
 
 def _seconds(ns: np.ndarray, epoch_ns: int) -> np.ndarray:
-    out = (ns - epoch_ns).astype(np.float64) / 1e9
+    out = (ns - epoch_ns) / 1e9  # float64
     out[ns == MISSING] = np.nan
     return out
 
@@ -123,9 +123,9 @@ def _column(n: int, rows: np.ndarray, values: AttrValues, dtype: str | None) -> 
         values = cast("list[AttrValue]", values.tolist())
     kind = dtype or _infer(values)
     if isinstance(values, pd.Categorical):  # strings by code: no Python object per row
-        codes = np.full(n, -1, dtype=np.int64)
+        codes = np.full(n, -1)
         codes[rows] = values.codes
-        words = pd.array(np.asarray(values.categories, dtype=object), dtype=_STRING)
+        words = pd.array(np.asarray(values.categories), dtype=_STRING)
         return words.take(codes, allow_fill=True)
     try:
         if kind == "Int64":
@@ -148,20 +148,20 @@ def _column(n: int, rows: np.ndarray, values: AttrValues, dtype: str | None) -> 
                 bmask[rows] = False
             return pd.arrays.BooleanArray(b, bmask)
         if kind == "string":
-            obj = np.full(n, None, dtype=object)
+            obj = np.full(n, None)
             if len(values):
                 obj[rows] = np.asarray(values, dtype=object)
             return pd.array(obj, dtype=_STRING)
     except (TypeError, ValueError, OverflowError):
         pass  # a well-known column holding unexpected types: fall back to object
-    obj = np.full(n, None, dtype=object)
+    obj = np.full(n, None)
     if len(values):
-        obj[rows] = np.asarray([*values, None], dtype=object)[:-1]
+        obj[rows] = np.asarray([*values, None])[:-1]  # the None: an object array
     return obj
 
 
 def _strings(values: list[str | None]) -> Any:
-    return pd.array(np.asarray([*values, None], dtype=object)[:-1], dtype=_STRING)
+    return pd.array(np.asarray([*values, None])[:-1], dtype=_STRING)
 
 
 def _int_sums(n: int, owner: np.ndarray, col: Any) -> Any:
@@ -294,12 +294,11 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     task_rows = np.arange(n_task)
     sess_task = np.repeat(task_rows, snap.n_sessions)
     span_task = np.repeat(task_rows, snap.n_spans)
-    sess_first = np.concatenate(([0], np.cumsum(snap.n_sessions, dtype=np.int64)[:-1])) \
-        if n_task else np.empty(0, dtype=np.int64)
+    sess_first = np.cumsum(snap.n_sessions) - snap.n_sessions
     local = snap.span_session.astype(np.int64)
     has_sess = local >= 0
-    span_sess = np.where(has_sess, sess_first[span_task] + local if n_span else local, -1)
-    dur = (snap.span_end - snap.span_start).astype(np.float64) / 1e9
+    span_sess = np.where(has_sess, sess_first[span_task] + local, -1)
+    dur = (snap.span_end - snap.span_start) / 1e9  # float64
 
     task_wall, task_sum, sess_wall = _phase_seconds(snap, span_task, span_sess, has_sess, dur,
                                                     n_phase)
@@ -331,7 +330,7 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         if ids.is_unique:  # common case (one id source): plain int hash lookup
             ipos = ids.get_indexer(snap.mark_task)
             found = ipos >= 0
-            pos = ipos.astype(np.float64)
+            pos = ipos
         else:
             key = pd.Series(task_rows, index=pd.MultiIndex.from_arrays(
                 [snap.worker, snap.task_id]))
@@ -342,11 +341,11 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         for code, ev in enumerate(S.LIFECYCLE_EVENTS):
             sel = found & (snap.mark_event == code)
             ts[ev][pos[sel].astype(np.int64)] = (snap.mark_ts[sel] - epoch_ns) / 1e9
-    workers = np.asarray([*snap.workers, None], dtype=object)[:-1]
+    workers = np.asarray([*snap.workers, None])[:-1]
     t_cols: dict[str, Any] = {
         S.STATUS: pd.Categorical.from_codes(snap.status, dtype=_STATUS_DTYPE),
         S.REASON: _strings(snap.reason), S.ERROR: _strings(snap.error),
-        S.WORKER: pd.array(workers[snap.worker] if n_task else workers[:0], dtype=_STRING),
+        S.WORKER: pd.array(workers[snap.worker], dtype=_STRING),
         S.SUBMIT_TS: ts["submit"], S.DISPATCH_TS: ts["dispatch"], S.START_TS: ts["start"],
         S.END_TS: ts["end"], S.CONSUME_TS: ts["consume"],
         S.QUEUE_S: ts["dispatch"] - ts["submit"], S.RUN_S: ts["end"] - ts["start"],
@@ -369,7 +368,7 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     if isinstance(server, pd.api.extensions.ExtensionArray) and n_sess:
         span_server = server.take(span_sess, allow_fill=True)  # -1 (no session): NA
     else:
-        span_server = pd.array(np.full(n_span, None, dtype=object), dtype=_STRING)
+        span_server = pd.array(np.full(n_span, None), dtype=_STRING)
         if n_span and n_sess:
             span_server[has_sess] = server[span_sess[has_sess]]
     spans = pd.DataFrame({
@@ -388,11 +387,10 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     if not tasks.index.is_monotonic_increasing:
         tasks = tasks.sort_index(kind="stable")
     if not sessions.index.is_monotonic_increasing:
-        sessions = sessions.sort_index(kind="stable")
+        sessions = sessions.sort_index()  # a MultiIndex: a stable lexsort
     if not math.isfinite(wall_epoch):
-        wall_epoch = float("nan")
-    events = (_events(snap, sess_first, epoch_ns) if len(snap.event_task)
-              else empty_events())
+        wall_epoch = math.nan
+    events = _events(snap, sess_first, epoch_ns)
     return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch,
                   events=events)
 
@@ -414,4 +412,4 @@ def _events(snap: Snapshot, sess_first: np.ndarray, epoch_ns: int) -> pd.DataFra
         S.TS: _seconds(snap.event_ts, epoch_ns),
         S.VERSION: pd.arrays.IntegerArray(np.where(missing, 0, value), missing),
     })
-    return ev.sort_values([S.TASK_ID, S.TS], kind="stable", ignore_index=True)
+    return ev.sort_values([S.TASK_ID, S.TS], ignore_index=True)  # two keys: a stable lexsort
