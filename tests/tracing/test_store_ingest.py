@@ -1,0 +1,238 @@
+"""The store's readers and record forms at their edges: column batches with session events
+and late marks malformed one fault at a time (each refused with its own message, word for
+word: a later check refusing the same batch for another reason does not count), records
+malformed the same way, the worker and the time shift a header gives the records after it,
+late marks before the epoch, the record form drained from cursors, attributes of a
+snapshot with live tasks, and attribute values of a subclass of a scalar type."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit.tracing import Tracer, annotate, session_event
+from rollout_kit.tracing import schema as S
+from rollout_kit.tracing.frames import build_traces
+from rollout_kit.tracing.store import FORMAT, Store, check_attrs
+
+Record = dict[str, Any]
+MS = 1_000_000  # ns
+
+
+@pytest.fixture
+def batch(tmp_path: Path) -> tuple[Record, Record]:
+    """The header and the one column batch of a small trace: two tasks of one session and
+    one span each, a session attribute, a session event of each task, a late mark."""
+    path = tmp_path / "t.jsonl"
+    tr = Tracer(path=path, parquet=False)
+    for tid in range(2):
+        tr.register_task(tid)
+        with tr.task_scope(tid), tr.session():
+            annotate(server=f"h:{tid}")
+            with tr.phase("generate"):
+                session_event("continue", version=tid)
+        tr.finalize(tid, "accepted")
+    tr.mark(0, "consume")
+    tr.close()
+    header, columns = (json.loads(line) for line in path.read_text().splitlines())
+    assert columns["kind"] == "columns" and len(columns["events"]["task"]) == 2
+    assert len(columns["marks"]["task_id"]) == 1
+    return header, columns
+
+
+def _set(path: str, value: Any) -> Callable[[Record], None]:
+    keys = path.split(".")
+
+    def change(rec: Record) -> None:
+        node = rec
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+
+    return change
+
+
+def _length(got: int, want: int) -> str:
+    return repr(ValueError(f"a column has {got} values, expected {want}"))
+
+
+_OBJECTS = repr(TypeError("expected a list of ints, got object values"))
+_SPAN_SESSION = repr(ValueError("a span's session index is outside its task's sessions"))
+_EVENT_TASK = repr(ValueError("a session event's task row is outside the record"))
+_EVENT_ORDER = repr(ValueError("session events are not in task order or name a session "
+                               "outside their task"))
+_SPARSE = repr(TypeError("a sparse column is not [rows, values]"))
+_SPARSE_ROWS = repr(ValueError("a sparse column's rows are out of range or not increasing"))
+_COUNTS = repr(ValueError("the tasks' n_sessions / n_spans do not match the sessions and "
+                          "spans in the record"))
+
+# (what, change, the exception's repr at the end of the one-line error)
+FAULTS: list[tuple[str, Callable[[Record], None], str]] = [
+    ("task ids not a list", _set("tasks.task_id", "01"),
+     repr(TypeError("expected a list of ints, got str"))),
+    ("n_spans not ints", _set("tasks.n_spans", [1.5, 1]),
+     repr(TypeError("expected a list of ints, got float64 values"))),
+    ("n_sessions length", _set("tasks.n_sessions", [2]), _length(1, 2)),
+    ("n_spans length", _set("tasks.n_spans", [2]), _length(1, 2)),
+    ("negative n_sessions", _set("tasks.n_sessions", [-1, 3]), _COUNTS),
+    ("task status length", _set("tasks.status", [1]), _length(1, 2)),
+    ("task worker length", _set("tasks.worker", [0]), _length(1, 2)),
+    ("names not a list", _set("names.status", "x"), repr(TypeError("a names table is not a list"))),
+    ("session end length", _set("sessions.end", [1]), _length(1, 2)),
+    ("session end length with a null", _set("sessions.end", [None]), _length(1, 2)),
+    ("span end length", _set("spans.end", [1]), _length(1, 2)),
+    ("span start missing", _set("spans.start", [None, 1]), _OBJECTS),
+    ("span session below -1", _set("spans.session", [-2, 0]), _SPAN_SESSION),
+    ("span session one past", _set("spans.session", [1, 0]), _SPAN_SESSION),
+    ("event task one past", _set("events.task", [0, 2]), _EVENT_TASK),
+    ("event task negative", _set("events.task", [-1, 1]), _EVENT_TASK),
+    ("events out of task order", _set("events.task", [1, 0]), _EVENT_ORDER),
+    ("event session one past", _set("events.session", [0, 1]), _EVENT_ORDER),
+    ("event session negative", _set("events.session", [-1, 0]), _EVENT_ORDER),
+    ("event session length", _set("events.session", [0]), _length(1, 2)),
+    ("event kind length", _set("events.kind", [0]), _length(1, 2)),
+    ("event ts length", _set("events.ts", [1]), _length(1, 2)),
+    ("event ts missing", _set("events.ts", [None, 1]), _OBJECTS),
+    ("mark worker length", _set("marks.worker", [0, 0]), _length(2, 1)),
+    ("mark event length", _set("marks.event", [0, 0]), _length(2, 1)),
+    ("mark ts length", _set("marks.ts", [1, 2]), _length(2, 1)),
+    ("mark ts missing", _set("marks.ts", [None]), _OBJECTS),
+    ("sparse column of three", _set("session_attrs.server", [[0], ["a"], []]), _SPARSE),
+    ("sparse column not a list", _set("session_attrs.server", ([0], ["a"])), _SPARSE),
+    ("sparse row one past", _set("session_attrs.server", [[0, 2], ["a", "b"]]), _SPARSE_ROWS),
+    ("sparse value not a scalar", _set("session_attrs.server", [[0], [[1, 2]]]),
+     repr(TypeError("attribute value [1, 2] is not a JSON scalar"))),
+    ("attribute name not a string", _set("session_attrs", {5: [[0], ["a"]]}),
+     repr(ValueError("attribute name 5 is not a string"))),
+]
+
+
+@pytest.mark.parametrize("what,change,error", FAULTS, ids=[f[0] for f in FAULTS])
+def test_a_malformed_batch_is_refused_with_its_own_message(
+        batch: tuple[Record, Record], what: str, change: Callable[[Record], None],
+        error: str) -> None:
+    header, columns = batch
+    bad = copy.deepcopy(columns)
+    change(bad)
+    with pytest.raises(TraceSchemaError) as info:
+        Tracer().ingest([header, bad])
+    assert str(info.value) == f"records: malformed record 1: {error}"
+    Tracer().ingest([header, columns])  # the batch itself is fine
+
+
+def test_a_batch_without_late_marks_or_events_has_no_columns_for_them(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    tr = Tracer(path=path, parquet=False)
+    tr.register_task(0)
+    tr.finalize(0, "accepted")
+    tr.close()
+    _, columns = (json.loads(line) for line in path.read_text().splitlines())
+    assert "marks" not in columns and "events" not in columns
+    assert columns["tasks"]["task_id"] == [0]
+
+
+def _header(**changes: Any) -> Record:
+    return {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,
+            "wall_epoch": 1.7e9, "epoch_ns": 0, "worker": "hw", "pid": 1, **changes}
+
+
+def _task(tid: int, **changes: Any) -> Record:
+    return {"kind": "task", "task_id": tid, "status": "accepted", "reason": None,
+            "error": None, "marks": [0, 0, 0, 0, None], "attrs": {},
+            "sessions": [{"session_id": tid, "status": "accepted", "start": 0, "end": 9 * MS,
+                          "attrs": {}}],
+            "spans": [[0, "generate", 2 * MS, 5 * MS, 0]], **changes}
+
+
+def _mark(tid: int, ts: int, **changes: Any) -> Record:
+    return {"kind": "mark", "task_id": tid, "event": "consume", "ts": ts, **changes}
+
+
+@pytest.mark.parametrize("records,error", [
+    ([_header(format="other")], "records: record 0 is not a rollout_kit.trace header"),
+    ([_header(), {"kind": "other"}], "records: record 1 has unknown kind 'other'"),
+    ([_header(), _task(0, marks=[0, 0, 0, 0])],
+     "records: malformed record 1: ValueError('marks must have 5 entries')"),
+], ids=["not a header", "unknown kind", "four marks"])
+def test_malformed_records_are_refused_with_their_own_message(records: list[Record],
+                                                              error: str) -> None:
+    with pytest.raises(TraceSchemaError) as info:
+        Store().ingest(records, 0, 1.7e9)
+    assert str(info.value) == error
+
+
+def test_records_without_a_worker_are_the_headers() -> None:
+    store = Store()
+    store.ingest([_header(), _task(7), _task(7, worker="w2"),
+                  _mark(7, 20 * MS), _mark(7, 30 * MS, worker="w2")], 0, 1.7e9)
+    f = build_traces(store.snapshot(), 0, 1.7e9)
+    assert f.tasks[S.WORKER].tolist() == ["hw", "w2"]
+    assert f.tasks[S.CONSUME_TS].tolist() == [0.02, 0.03]
+
+
+def test_a_later_header_shifts_the_times_by_the_difference_of_the_anchors() -> None:
+    store = Store()
+    # the second segment's clock started 1.25 s after this store's: its times move by that
+    store.ingest([_header(), _task(1), _header(wall_epoch=1.7e9 + 1.25, epoch_ns=3 * MS),
+                  _task(2), _mark(2, 4 * MS)], 10 * MS, 1.7e9)
+    snap = store.snapshot()
+    # times are relative to each header's epoch_ns: + this store's epoch_ns + the shift
+    assert snap.span_start.tolist() == [12 * MS, 2 * MS + 10 * MS + 1_250_000_000]
+    assert snap.mark_ts.tolist() == [4 * MS + 10 * MS + 1_250_000_000]
+
+
+def test_a_late_mark_before_the_epoch() -> None:
+    store = Store()
+    # a segment anchored 1 s before this store's epoch: its mark lands at -0.9 s
+    store.ingest([_header(wall_epoch=1.7e9 - 1.0), _task(3), _mark(3, 100 * MS)], 0, 1.7e9)
+    f = build_traces(store.snapshot(), 0, 1.7e9)
+    assert f.tasks.loc[3, S.CONSUME_TS] == pytest.approx(-0.9)
+
+
+def test_records_from_cursors_hold_only_the_rows_after_them() -> None:
+    store = Store()
+    store.ingest([_header(), _task(0, attrs={"split": "a"}), _mark(0, 20 * MS)], 0, 1.7e9)
+    first, cursor = store.records(0, 0, 0, 0, 0)
+    assert [r["kind"] for r in first] == ["task", "mark"]
+    assert cursor == (1, 1, 1, 1) and all(type(c) is int for c in cursor)
+    store.ingest([_header(), _task(1, attrs={"split": "b"}), _mark(1, 30 * MS),
+                  _mark(0, 40 * MS, event="end")], 0, 1.7e9)
+    second, cursor = store.records(0, *cursor)
+    assert [(r["kind"], r["task_id"]) for r in second] == [("task", 1), ("mark", 1), ("mark", 0)]
+    assert second[0]["attrs"] == {"split": "b"}
+    assert [(r["event"], r["ts"]) for r in second[1:]] == [("consume", 30 * MS),
+                                                             ("end", 40 * MS)]
+    assert cursor == (2, 2, 2, 3) and all(type(c) is int for c in cursor)
+    assert store.records(0, *cursor) == ([], cursor)
+
+
+def test_frames_with_a_live_task_keep_the_finished_tasks_attributes() -> None:
+    tr = Tracer()
+    tr.register_task(0, split="train")
+    with tr.task_scope(0), tr.session():
+        annotate(server="h:0")
+    tr.finalize(0, "accepted")
+    tr.register_task(1)  # still running: frames copy the store to add it
+    f = tr.frames()
+    assert f.tasks[S.STATUS].tolist() == ["accepted", "pending"]
+    assert f.tasks["split"].tolist() == ["train", pd.NA]
+    assert f.sessions[S.SERVER].tolist() == ["h:0"]
+    tr.finalize(1, "accepted")
+
+
+class _Name(str):
+    pass
+
+
+def test_attribute_values_of_a_subclass_of_a_scalar_type_are_accepted() -> None:
+    check_attrs({"score": np.float64(0.5), "name": _Name("a"), "n": True}, frozenset())
+    with pytest.raises(ConfigError, match="must be None, bool, int, float or str, got list"):
+        check_attrs({"bad": [1]}, frozenset())
