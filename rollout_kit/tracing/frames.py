@@ -127,6 +127,12 @@ def _column(n: int, rows: np.ndarray, values: AttrValues, dtype: str | None) -> 
         codes[rows] = values.codes
         words = pd.array(np.asarray(values.categories), dtype=_STRING)
         return words.take(codes, allow_fill=True)
+    if kind in ("Int64", "boolean") and isinstance(values, list) and None in values:
+        # an explicit None among ints or bools is NA, as the rows without a value (not
+        # False, nor a reason to fall back to an object column)
+        keep = [v is not None for v in values]
+        rows = rows[np.asarray(keep, dtype=bool)]
+        values = [v for v in values if v is not None]
     try:
         if kind == "Int64":
             data = np.zeros(n, dtype=np.int64)

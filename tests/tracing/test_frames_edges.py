@@ -10,11 +10,13 @@ spans in no session) and the union without int64 keys, exact."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.tracing import Tracer, annotate, frames, phases, session_event
+from rollout_kit.tracing import Tracer, annotate, frames, load_traces, phases, session_event
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.frames import Traces, _column, _union_seconds, build_traces, empty_events
 from rollout_kit.tracing.store import FORMAT, Store
@@ -135,6 +137,30 @@ def test_attribute_values_of_each_kind_are_kept() -> None:
     assert str(s["number"].dtype) == "float64"
     assert s["number"].tolist() == pytest.approx([2.5, np.nan], nan_ok=True)
     assert str(s["word"].dtype) == "string" and s["word"].tolist() == ["a", pd.NA]
+
+
+@pytest.mark.parametrize("parquet", [False, True], ids=["memory", "parquet"])
+def test_an_explicit_none_among_bools_or_ints_is_na(tmp_path: Path, parquet: bool) -> None:
+    """``annotate(flag=None)`` beside ``flag=True`` is NA, not False; ``[3, None]`` stays an
+    Int64 column (found by the mutation round: bool() of None was False, ints fell back to
+    objects). Also after the Parquet round trip, where such a mix is a JSON field."""
+    tr = Tracer(path=tmp_path / "t.jsonl")
+    rows: list[dict[str, object]] = [{"flag": True, "count": 3}, {"flag": None, "count": None},
+                                     {"flag": False, "count": 0}, {}]
+    for tid, attrs in enumerate(rows):
+        tr.register_task(tid)
+        with tr.task_scope(tid), tr.session():
+            annotate(**attrs)  # type: ignore[arg-type]
+        tr.finalize(tid, "accepted")
+    if parquet:
+        tr.close()
+        s = load_traces(tmp_path / "t.parquet").sessions
+    else:
+        s = tr.frames().sessions
+    assert str(s["flag"].dtype) == "boolean"
+    assert s["flag"].tolist() == [True, pd.NA, False, pd.NA]
+    assert str(s["count"].dtype) == "Int64"
+    assert s["count"].tolist() == [3, pd.NA, 0, pd.NA]
 
 
 def test_a_categorical_of_strings_becomes_a_string_column() -> None:
