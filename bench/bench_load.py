@@ -58,6 +58,7 @@ AGREE_TOL = 0.10
 REAL_TOL = 0.15  # against the real vLLM CPU server
 SUSTAIN = 0.98
 RATE_TARGET = 1.5
+BRACKET = 1.1  # the sustained rate's search stops when not-sustained / sustained <= this
 PACE_TOL = 0.02
 LAG_P99_MS = 1.0
 
@@ -172,9 +173,24 @@ def _sustained(r: dict[str, Any], rate: float) -> tuple[bool, float]:
     return frac >= SUSTAIN, frac
 
 
+def _bisect(run_level: Any, best: float, bad: float | None, seconds: float,
+            tried: list[tuple[float, float]]) -> float:
+    """Narrow ``[best, bad)`` (sustained, not sustained) by geometric midpoints until the
+    bracket is within :data:`BRACKET` (a doubling ladder alone reads 400 vs 566 for any two
+    rates inside one octave); returns the highest sustained rate tried."""
+    while bad is not None and best > 0 and bad / best > BRACKET:
+        mid = float(round(math.sqrt(best * bad)))
+        if mid in (best, bad):
+            break
+        ok, frac = run_level(mid, max(200, int(mid * seconds)))
+        tried.append((mid, frac))
+        best, bad = (mid, bad) if ok else (best, mid)
+    return best
+
+
 def _ladder(run_level: Any, first: float, seconds: float, levels: int
             ) -> tuple[float, list[tuple[float, float]]]:
-    """Highest sustained rate: double from ``first`` until a failure, then one midpoint."""
+    """Highest sustained rate: double from ``first`` until a failure, then bisect."""
     tried: list[tuple[float, float]] = []
     best, rate, bad = 0.0, first, None
     for _ in range(levels):
@@ -185,13 +201,7 @@ def _ladder(run_level: Any, first: float, seconds: float, levels: int
             break
         best = rate
         rate *= 2
-    if bad is not None and best > 0:
-        mid = round(math.sqrt(best * bad))
-        ok, frac = run_level(mid, max(200, int(mid * seconds)))
-        tried.append((mid, frac))
-        if ok:
-            best = float(mid)
-    return best, tried
+    return _bisect(run_level, best, bad, seconds, tried), tried
 
 
 def _agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path, *,
@@ -244,7 +254,7 @@ def _rate_rows(url: str, tok: Path, size: dict[str, Any], folder: Path) -> list[
 def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: float,
                     levels: int) -> tuple[float, list[tuple[float, float]]]:
     """vllm's ladder in one driver process (its import is slow): every doubling level, then
-    the midpoint in a second process."""
+    each bisection step in a process of its own."""
     rates = [first * 2**i for i in range(levels)]
     res = _theirs(url, tok, [(r, max(200, int(r * seconds))) for r in rates], OUTPUT_LEN,
                   folder, "ladder", stop=SUSTAIN)
@@ -257,15 +267,12 @@ def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: fl
             bad = rate
             break
         best = rate
-    if bad is not None and best > 0:
-        mid = float(round(math.sqrt(best * bad)))
-        (r,) = _theirs(url, tok, [(mid, max(200, int(mid * seconds)))], OUTPUT_LEN, folder,
-                       "mid")
-        ok, frac = _sustained(r, mid)
-        tried.append((mid, frac))
-        if ok:
-            best = mid
-    return best, tried
+
+    def level(rate: float, n: int) -> tuple[bool, float]:
+        (r,) = _theirs(url, tok, [(rate, n)], OUTPUT_LEN, folder, f"mid-{rate:g}")
+        return _sustained(r, rate)
+
+    return _bisect(level, best, bad, seconds, tried), tried
 
 
 def _pace_rows(url: str, tok: Path | None, size: dict[str, Any], folder: Path) -> list[Row]:
