@@ -269,6 +269,7 @@ class Store:
         self.marks = array("q")
         self.events = array("q")  # rarely any: continuations after a server abort
         self.workers: list[str | None] = []
+        self._worker_codes: dict[str | None, int] = {}  # the index of each name in workers
         self.reason = _Sparse()
         self.error = _Sparse()
         self.task_attrs: dict[str, _Sparse] = {}
@@ -299,12 +300,13 @@ class Store:
 
     # -- writing ------------------------------------------------------------------------
     def worker_code(self, worker: str | None) -> int:
-        """The code of ``worker`` in this store, adding it on first use."""
-        try:
-            return self.workers.index(worker)
-        except ValueError:
+        """The code of ``worker`` in this store, adding it on first use (a dict lookup: the
+        tracer asks on every ``register_task`` that names a worker)."""
+        code = self._worker_codes.get(worker)
+        if code is None:
+            code = self._worker_codes[worker] = len(self.workers)
             self.workers.append(worker)
-            return len(self.workers) - 1
+        return code
 
     def commit(self, task_id: int, status: int, worker: int, marks: list[int],
                reason: str | None, error: str | None, attrs: Mapping[str, AttrValue],
@@ -377,6 +379,7 @@ class Store:
         for name in ("tasks", "sessions", "spans", "marks", "events"):
             setattr(c, name, array("q", getattr(self, name)))
         c.workers = list(self.workers)
+        c._worker_codes = dict(self._worker_codes)
         c.reason, c.error = self.reason.copy(), self.error.copy()
         c.task_attrs = {k: v.copy() for k, v in self.task_attrs.items()}
         c.session_attrs = {k: v.copy() for k, v in self.session_attrs.items()}

@@ -139,7 +139,6 @@ class Tracer:
         self.epoch_ns = perf_counter_ns()
         self._store = Store()
         self._wcode = self._store.worker_code(self.worker)
-        self._wcodes: dict[str | None, int] = {}  # worker name -> code in this store
         self.live.restart()
         self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
@@ -195,12 +194,7 @@ class Tracer:
         lock = live.lock
         lock.acquire()  # not ``with``: on the per-session path the statement costs ~3×
         try:
-            if worker is None:
-                wcode = self._wcode
-            else:  # in-process workers sharing this tracer pass their names: one dict lookup
-                code = self._wcodes.get(worker)
-                wcode = self._wcodes[worker] = self._store.worker_code(worker) \
-                    if code is None else code
+            wcode = self._wcode if worker is None else self._store.worker_code(worker)
             live.add_task(task_id, now, wcode, attrs)
         finally:
             lock.release()
@@ -502,7 +496,6 @@ class Tracer:
                 self._drained = self._drained or bool(drained)
                 self._store = Store()
                 self._wcode = self._store.worker_code(self.worker)
-                self._wcodes = {}
                 self._cursor = (0, 0, 0, 0)
                 self._due = 0
             if rec is not None and self.path is not None:
