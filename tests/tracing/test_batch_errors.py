@@ -6,68 +6,43 @@ out of range — and a well-formed batch with missing times reads back as NA."""
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from rollout_kit.errors import TraceSchemaError
-from rollout_kit.tracing import Tracer, annotate
+from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import schema as S
-
-Record = dict[str, Any]
+from tests.tracing._batches import Record, set_at, traced_batch
 
 
 @pytest.fixture
 def batch(tmp_path: Path) -> tuple[Record, Record]:
     """The header and the one column batch of a small trace: two tasks, one session and one
     span each, a session attribute."""
-    path = tmp_path / "t.jsonl"
-    tr = Tracer(path=path, parquet=False)
-    for tid in range(2):
-        tr.register_task(tid)
-        with tr.task_scope(tid), tr.session():
-            annotate(server=f"h:{tid}")
-            with tr.phase("generate"):
-                pass
-        tr.finalize(tid, "accepted")
-    tr.close()
-    header, columns = (json.loads(line) for line in path.read_text().splitlines())
+    header, columns = traced_batch(tmp_path / "t.jsonl")
     assert columns["kind"] == "columns"
     return header, columns
 
 
-def _set(path: str, value: Any) -> Callable[[Record], None]:
-    keys = path.split(".")
-
-    def change(rec: Record) -> None:
-        node = rec
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-
-    return change
-
-
 FAULTS: list[tuple[str, Callable[[Record], None], str]] = [
-    ("n_sessions", _set("tasks.n_sessions", [1, 5]),
+    ("n_sessions", set_at("tasks.n_sessions", [1, 5]),
      "the tasks' n_sessions / n_spans do not match the sessions and spans in the record"),
-    ("negative n_spans", _set("tasks.n_spans", [2, -1]),
+    ("negative n_spans", set_at("tasks.n_spans", [2, -1]),
      "the tasks' n_sessions / n_spans do not match the sessions and spans in the record"),
-    ("names not a list", _set("names.status", "x"), "a names table is not a list"),
-    ("status code", _set("tasks.status", [1, 9]), "a code is outside its names table (5 names)"),
-    ("session status code", _set("sessions.status", [1, 5]),
+    ("names not a list", set_at("names.status", "x"), "a names table is not a list"),
+    ("status code", set_at("tasks.status", [1, 9]), "a code is outside its names table (5 names)"),
+    ("session status code", set_at("sessions.status", [1, 5]),
      "a code is outside its names table (5 names)"),
-    ("session status length", _set("sessions.status", [1]), ""),
-    ("session start length", _set("sessions.start", [1]), ""),
-    ("span phase length", _set("spans.phase", [0]), ""),
-    ("span start length", _set("spans.start", [1]), ""),
-    ("span end missing", _set("spans.end", [1, None]), ""),
-    ("span flags length", _set("spans.flags", [0]), ""),
-    ("n_sessions length", _set("tasks.n_sessions", [2]), ""),
-    ("n_spans length", _set("tasks.n_spans", [2]), ""),
+    ("session status length", set_at("sessions.status", [1]), ""),
+    ("session start length", set_at("sessions.start", [1]), ""),
+    ("span phase length", set_at("spans.phase", [0]), ""),
+    ("span start length", set_at("spans.start", [1]), ""),
+    ("span end missing", set_at("spans.end", [1, None]), ""),
+    ("span flags length", set_at("spans.flags", [0]), ""),
+    ("n_sessions length", set_at("tasks.n_sessions", [2]), ""),
+    ("n_spans length", set_at("tasks.n_spans", [2]), ""),
 ]
 
 

@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 from rollout_kit.errors import ConfigError, TraceSchemaError
-from rollout_kit.tracing import Tracer, annotate, session_event
+from rollout_kit.tracing import Tracer, annotate
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing.frames import build_traces
 from rollout_kit.tracing.store import FORMAT, Store, check_attrs
+from tests.tracing._batches import Record, set_at, traced_batch
 
-Record = dict[str, Any]
 MS = 1_000_000  # ns
 
 
@@ -31,33 +31,10 @@ MS = 1_000_000  # ns
 def batch(tmp_path: Path) -> tuple[Record, Record]:
     """The header and the one column batch of a small trace: two tasks of one session and
     one span each, a session attribute, a session event of each task, a late mark."""
-    path = tmp_path / "t.jsonl"
-    tr = Tracer(path=path, parquet=False)
-    for tid in range(2):
-        tr.register_task(tid)
-        with tr.task_scope(tid), tr.session():
-            annotate(server=f"h:{tid}")
-            with tr.phase("generate"):
-                session_event("continue", version=tid)
-        tr.finalize(tid, "accepted")
-    tr.mark(0, "consume")
-    tr.close()
-    header, columns = (json.loads(line) for line in path.read_text().splitlines())
+    header, columns = traced_batch(tmp_path / "t.jsonl", events=True)
     assert columns["kind"] == "columns" and len(columns["events"]["task"]) == 2
     assert len(columns["marks"]["task_id"]) == 1
     return header, columns
-
-
-def _set(path: str, value: Any) -> Callable[[Record], None]:
-    keys = path.split(".")
-
-    def change(rec: Record) -> None:
-        node = rec
-        for k in keys[:-1]:
-            node = node[k]
-        node[keys[-1]] = value
-
-    return change
 
 
 def _length(got: int, want: int) -> str:
@@ -76,41 +53,42 @@ _COUNTS = repr(ValueError("the tasks' n_sessions / n_spans do not match the sess
 
 # (what, change, the exception's repr at the end of the one-line error)
 FAULTS: list[tuple[str, Callable[[Record], None], str]] = [
-    ("task ids not a list", _set("tasks.task_id", "01"),
+    ("task ids not a list", set_at("tasks.task_id", "01"),
      repr(TypeError("expected a list of ints, got str"))),
-    ("n_spans not ints", _set("tasks.n_spans", [1.5, 1]),
+    ("n_spans not ints", set_at("tasks.n_spans", [1.5, 1]),
      repr(TypeError("expected a list of ints, got float64 values"))),
-    ("n_sessions length", _set("tasks.n_sessions", [2]), _length(1, 2)),
-    ("n_spans length", _set("tasks.n_spans", [2]), _length(1, 2)),
-    ("negative n_sessions", _set("tasks.n_sessions", [-1, 3]), _COUNTS),
-    ("task status length", _set("tasks.status", [1]), _length(1, 2)),
-    ("task worker length", _set("tasks.worker", [0]), _length(1, 2)),
-    ("names not a list", _set("names.status", "x"), repr(TypeError("a names table is not a list"))),
-    ("session end length", _set("sessions.end", [1]), _length(1, 2)),
-    ("session end length with a null", _set("sessions.end", [None]), _length(1, 2)),
-    ("span end length", _set("spans.end", [1]), _length(1, 2)),
-    ("span start missing", _set("spans.start", [None, 1]), _OBJECTS),
-    ("span session below -1", _set("spans.session", [-2, 0]), _SPAN_SESSION),
-    ("span session one past", _set("spans.session", [1, 0]), _SPAN_SESSION),
-    ("event task one past", _set("events.task", [0, 2]), _EVENT_TASK),
-    ("event task negative", _set("events.task", [-1, 1]), _EVENT_TASK),
-    ("events out of task order", _set("events.task", [1, 0]), _EVENT_ORDER),
-    ("event session one past", _set("events.session", [0, 1]), _EVENT_ORDER),
-    ("event session negative", _set("events.session", [-1, 0]), _EVENT_ORDER),
-    ("event session length", _set("events.session", [0]), _length(1, 2)),
-    ("event kind length", _set("events.kind", [0]), _length(1, 2)),
-    ("event ts length", _set("events.ts", [1]), _length(1, 2)),
-    ("event ts missing", _set("events.ts", [None, 1]), _OBJECTS),
-    ("mark worker length", _set("marks.worker", [0, 0]), _length(2, 1)),
-    ("mark event length", _set("marks.event", [0, 0]), _length(2, 1)),
-    ("mark ts length", _set("marks.ts", [1, 2]), _length(2, 1)),
-    ("mark ts missing", _set("marks.ts", [None]), _OBJECTS),
-    ("sparse column of three", _set("session_attrs.server", [[0], ["a"], []]), _SPARSE),
-    ("sparse column not a list", _set("session_attrs.server", ([0], ["a"])), _SPARSE),
-    ("sparse row one past", _set("session_attrs.server", [[0, 2], ["a", "b"]]), _SPARSE_ROWS),
-    ("sparse value not a scalar", _set("session_attrs.server", [[0], [[1, 2]]]),
+    ("n_sessions length", set_at("tasks.n_sessions", [2]), _length(1, 2)),
+    ("n_spans length", set_at("tasks.n_spans", [2]), _length(1, 2)),
+    ("negative n_sessions", set_at("tasks.n_sessions", [-1, 3]), _COUNTS),
+    ("task status length", set_at("tasks.status", [1]), _length(1, 2)),
+    ("task worker length", set_at("tasks.worker", [0]), _length(1, 2)),
+    ("names not a list", set_at("names.status", "x"),
+     repr(TypeError("a names table is not a list"))),
+    ("session end length", set_at("sessions.end", [1]), _length(1, 2)),
+    ("session end length with a null", set_at("sessions.end", [None]), _length(1, 2)),
+    ("span end length", set_at("spans.end", [1]), _length(1, 2)),
+    ("span start missing", set_at("spans.start", [None, 1]), _OBJECTS),
+    ("span session below -1", set_at("spans.session", [-2, 0]), _SPAN_SESSION),
+    ("span session one past", set_at("spans.session", [1, 0]), _SPAN_SESSION),
+    ("event task one past", set_at("events.task", [0, 2]), _EVENT_TASK),
+    ("event task negative", set_at("events.task", [-1, 1]), _EVENT_TASK),
+    ("events out of task order", set_at("events.task", [1, 0]), _EVENT_ORDER),
+    ("event session one past", set_at("events.session", [0, 1]), _EVENT_ORDER),
+    ("event session negative", set_at("events.session", [-1, 0]), _EVENT_ORDER),
+    ("event session length", set_at("events.session", [0]), _length(1, 2)),
+    ("event kind length", set_at("events.kind", [0]), _length(1, 2)),
+    ("event ts length", set_at("events.ts", [1]), _length(1, 2)),
+    ("event ts missing", set_at("events.ts", [None, 1]), _OBJECTS),
+    ("mark worker length", set_at("marks.worker", [0, 0]), _length(2, 1)),
+    ("mark event length", set_at("marks.event", [0, 0]), _length(2, 1)),
+    ("mark ts length", set_at("marks.ts", [1, 2]), _length(2, 1)),
+    ("mark ts missing", set_at("marks.ts", [None]), _OBJECTS),
+    ("sparse column of three", set_at("session_attrs.server", [[0], ["a"], []]), _SPARSE),
+    ("sparse column not a list", set_at("session_attrs.server", ([0], ["a"])), _SPARSE),
+    ("sparse row one past", set_at("session_attrs.server", [[0, 2], ["a", "b"]]), _SPARSE_ROWS),
+    ("sparse value not a scalar", set_at("session_attrs.server", [[0], [[1, 2]]]),
      repr(TypeError("attribute value [1, 2] is not a JSON scalar"))),
-    ("attribute name not a string", _set("session_attrs", {5: [[0], ["a"]]}),
+    ("attribute name not a string", set_at("session_attrs", {5: [[0], ["a"]]}),
      repr(ValueError("attribute name 5 is not a string"))),
 ]
 
