@@ -78,16 +78,21 @@ def test_to_datetime_of_a_column_and_of_a_number() -> None:
     assert str(col.dtype) == "datetime64[ns, UTC]"
 
 
-def test_attribute_columns_take_the_kind_of_their_values() -> None:
-    tr = Tracer()
-    rows = [{"mixed": 1, "number": 1, "none": None, "flag": True, "word": "a", "count": 3},
-            {"mixed": "a", "number": 2.5, "none": None, "flag": False, "word": "b",
-             "count": 4}]
+def _annotated_sessions(tr: Tracer, rows: list[dict[str, object]]) -> None:
+    """Task ``i`` with one session annotated with ``rows[i]``, finalized accepted."""
     for tid, attrs in enumerate(rows):
         tr.register_task(tid)
         with tr.task_scope(tid), tr.session():
             annotate(**attrs)  # type: ignore[arg-type]
         tr.finalize(tid, "accepted")
+
+
+def test_attribute_columns_take_the_kind_of_their_values() -> None:
+    tr = Tracer()
+    rows = [{"mixed": 1, "number": 1, "none": None, "flag": True, "word": "a", "count": 3},
+            {"mixed": "a", "number": 2.5, "none": None, "flag": False, "word": "b",
+             "count": 4}]
+    _annotated_sessions(tr, rows)
     s = tr.frames().sessions
     kinds = {c: str(s[c].dtype) for c in rows[0]}
     assert kinds == {"mixed": "object", "number": "float64", "none": "object",
@@ -126,11 +131,7 @@ def test_attribute_values_of_each_kind_are_kept() -> None:
     tr = Tracer()
     rows: list[dict[str, object]] = [{"flag": True, "number": 2.5, "word": "a"},
                                      {"flag": False, "number": None, "word": None}]
-    for tid, attrs in enumerate(rows):
-        tr.register_task(tid)
-        with tr.task_scope(tid), tr.session():
-            annotate(**attrs)  # type: ignore[arg-type]
-        tr.finalize(tid, "accepted")
+    _annotated_sessions(tr, rows)
     s = tr.frames().sessions
     assert str(s["flag"].dtype) == "boolean" and s["flag"].tolist() == [True, False]
     # an explicit None is NA, not a reason to fall back to an object column
@@ -147,11 +148,7 @@ def test_an_explicit_none_among_bools_or_ints_is_na(tmp_path: Path, parquet: boo
     tr = Tracer(path=tmp_path / "t.jsonl")
     rows: list[dict[str, object]] = [{"flag": True, "count": 3}, {"flag": None, "count": None},
                                      {"flag": False, "count": 0}, {}]
-    for tid, attrs in enumerate(rows):
-        tr.register_task(tid)
-        with tr.task_scope(tid), tr.session():
-            annotate(**attrs)  # type: ignore[arg-type]
-        tr.finalize(tid, "accepted")
+    _annotated_sessions(tr, rows)
     if parquet:
         tr.close()
         s = load_traces(tmp_path / "t.parquet").sessions
