@@ -53,6 +53,15 @@ class Module:
 
 
 _TRACING = ("tracer", "live", "store", "frames", "scopes")
+# packages of tracing that were one file each (issue 15): every module of the package
+_TRACING_PACKAGES = ("store",)
+
+
+def _tracing_files(m: str) -> str:
+    return (f"rollout_kit/tracing/{m}/*.py" if m in _TRACING_PACKAGES
+            else f"rollout_kit/tracing/{m}.py")
+
+
 # the whole folder (all fast) but the plots of imported files and the import-cycle check: a
 # new test file there joins the selection without changing it (mutmut resets every result
 # when the selection changes, so that --again keeps what earlier runs found)
@@ -78,10 +87,10 @@ MODULES: dict[str, Module] = {
                              ("thousand_concurrent", "ray_workers", "timeline_draws")),
     "executor": Module(("rollout_kit/executor/*.py",),
                        ("tests/test_executor.py", "tests/test_executor_edges.py")),
-    "tracing": Module(tuple(f"rollout_kit/tracing/{m}.py" for m in _TRACING), _TRACING_TESTS,
+    "tracing": Module(tuple(_tracing_files(m) for m in _TRACING), _TRACING_TESTS,
                       _TRACING_SLOW),
-    # one file of it at a time (the whole is ~3,000 mutants)
-    **{f"tracing.{m}": Module((f"rollout_kit/tracing/{m}.py",), _TRACING_TESTS, _TRACING_SLOW)
+    # one module of it at a time (the whole is ~3,000 mutants)
+    **{f"tracing.{m}": Module((_tracing_files(m),), _TRACING_TESTS, _TRACING_SLOW)
        for m in _TRACING},
 }
 

@@ -1,4 +1,7 @@
-"""The tracing modules import one way: no cycle, type-only and function-level imports included."""
+"""The tracing modules import one way: no cycle, type-only and function-level imports included.
+
+A package of tracing (``chrome/``, ``store/``, …) is one node: the imports of all its modules.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +13,32 @@ import rollout_kit.tracing
 PKG = Path(rollout_kit.tracing.__file__).parent
 
 
+def _files(mod: str) -> list[Path]:
+    """The source of a tracing module, or every module of a tracing package."""
+    path = PKG / f"{mod}.py"
+    return [path] if path.is_file() else sorted((PKG / mod).rglob("*.py"))
+
+
 def _graph() -> dict[str, set[str]]:
-    mods = {p.stem for p in PKG.glob("*.py")}
+    """Tracing module or package -> the tracing modules and packages it imports."""
+    mods = {p.stem for p in PKG.glob("*.py")} | {
+        p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
     graph: dict[str, set[str]] = {}
-    for path in PKG.glob("*.py"):
+    for mod in mods:
         deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else [a.name for a in node.names]
-                deps |= {n.split(".")[0] for n in names}
-            elif isinstance(node, ast.ImportFrom | ast.Import):
-                full = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
-                    a.name for a in node.names]
-                deps |= {n.split(".")[2] for n in full
-                         if n.startswith("rollout_kit.tracing.")}
-        graph[path.stem] = (deps & mods) - {path.stem}
+        for path in _files(mod):
+            up = len(path.relative_to(PKG).parts)  # the level of a relative import of tracing
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == up:
+                    names = [node.module] if node.module else [a.name for a in node.names]
+                    deps |= {n.split(".")[0] for n in names}
+                elif isinstance(node, ast.ImportFrom | ast.Import) and not (
+                        isinstance(node, ast.ImportFrom) and node.level):
+                    full = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+                        a.name for a in node.names]
+                    deps |= {n.split(".")[2] for n in full
+                             if n.startswith("rollout_kit.tracing.")}
+        graph[mod] = (deps & mods) - {mod}
     return graph
 
 
