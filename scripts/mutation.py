@@ -54,7 +54,7 @@ class Module:
 
 _TRACING = ("tracer", "live", "store", "frames", "scopes")
 # packages of tracing that were one file each (issue 15): every module of the package
-_TRACING_PACKAGES = ("store",)
+_TRACING_PACKAGES = ("store", "tracer")
 
 
 def _tracing_files(m: str) -> str:

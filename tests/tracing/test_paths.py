@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.tracing import Tracer, helpers, live, load_traces, scopes, session_event, tracer
+from rollout_kit.tracing import Tracer, helpers, live, load_traces, scopes, session_event
 from rollout_kit.tracing import schema as S
+from rollout_kit.tracing.tracer import core, live_calls
 
 SEC = 10**9
 
@@ -55,9 +56,9 @@ class _Proxy:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    for mod in (tracer, live, scopes, helpers):
+    for mod in (core, live_calls, live, scopes, helpers):
         monkeypatch.setattr(mod, "perf_counter_ns", c.perf_counter_ns)
-    monkeypatch.setattr(tracer, "time", _Proxy(time, time=c.time))
+    monkeypatch.setattr(core, "time", _Proxy(time, time=c.time))
     return c
 
 
