@@ -17,38 +17,27 @@ Usage::
     tid = ctl.submit({"prompt": "What is 2+3?"}, workflow)
     [result] = ctl.wait(1)
     ctl.traces().loc[tid]
+
+The construction, lifecycle and ``submit`` are :class:`~.core.ControllerCore`'s; this
+module holds the calls on submitted tasks: results (``peek``, ``take``, ``wait``,
+``wait_for``), the batch calls, control (pause, cancel, versions), replay and the traces.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
-from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .._deprecation import deprecated_alias
-from .._gc import GcHold
-from .._loop import LoopBinding
-from ..errors import ConfigError, ControllerStateError
-from ..executor import Job, Recipe
-from ..ids import TaskIdGenerator
 from ..io import RolloutResult
 from ..replay import ReplayWorkflow, read_source, replay_frame, replay_tasks
 from ..replay.compare import missing_row
-from ..tracing import Tracer, TrajectoryDump
-from ..workers import LocalScheduler, Worker, WorkerPool, WorkerSpec
 from .batching import prepare_batch, rollout_batch
-from .results import ResultBook
-from .waiting import Waiters
+from .core import ControllerCore
 
 if TYPE_CHECKING:
-    import os
-
     import pandas as pd
 
-    from ..config import EngineConfig, ExecutorConfig
-    from ..engines import InferenceEngine
     from ..executor import AcceptFnSpec, WorkflowSpec
     from ..replay import ReplaySource
 
@@ -58,11 +47,7 @@ _TOTALS = ("enqueued", "running", "accepted", "rejected", "failed", "cancelled",
            "capacity")
 
 
-def _addresses(value: str | Sequence[str]) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
-
-
-class RolloutController:
+class RolloutController(ControllerCore):
     """Submit rollouts to workers with one id source, one tracer and one result owner.
 
     Args:
@@ -90,240 +75,6 @@ class RolloutController:
             and ``dump``.
     """
 
-    def __init__(
-        self,
-        engines: InferenceEngine | Sequence[InferenceEngine] | None = None,
-        *,
-        sglang: str | Sequence[str] = (),
-        vllm: str | Sequence[str] = (),
-        engine_config: EngineConfig | None = None,
-        executor_config: ExecutorConfig | None = None,
-        tracer: Tracer | None = None,
-        trace_path: str | os.PathLike[str] | None = None,
-        dump: TrajectoryDump | str | os.PathLike[str] | None = None,
-        scheduler: WorkerPool | None = None,
-        tune_gc: bool = True,
-    ) -> None:
-        from ..engines import InferenceEngine
-
-        given: list[InferenceEngine]
-        if engines is None:
-            given = []
-        elif isinstance(engines, InferenceEngine):
-            given = [engines]
-        else:
-            given = list(engines)
-        self.scheduler: WorkerPool = scheduler or LocalScheduler()
-        if tracer is not None and dump is not None:
-            raise ConfigError("dump= configures the controller's own tracer: pass it to the "
-                              "Tracer you give (Tracer(dump=...))")
-        self.tracer = tracer if tracer is not None else Tracer(path=trace_path, dump=dump)
-        self._owns_tracer = tracer is None
-        self.ids = TaskIdGenerator()
-        self.binding = LoopBinding()
-        self.results = ResultBook(self.tracer, self.ids)
-        self.workers: list[Worker] = self.scheduler.create_workers(WorkerSpec(
-            engines=given, sglang=_addresses(sglang), vllm=_addresses(vllm),
-            engine_config=engine_config, executor_config=executor_config,
-            tracer=self.tracer, sink=self.results.deliver, binding=self.binding))
-        if not self.workers:
-            raise ConfigError("RolloutController needs engines, or sglang=/vllm= addresses")
-        names = [w.name for w in self.workers]
-        if len(set(names)) != len(names):
-            raise ConfigError(f"workers need distinct names, got {names}")
-        self._queue_size = None if executor_config is None else executor_config.queue_size
-        self._last_recipe: Recipe | None = None
-        self._closed = False
-        # a controller dropped without close() gives its hold back when it is collected
-        self._gc_hold = weakref.finalize(self, GcHold().release) if tune_gc else None
-
-    @property
-    def engines(self) -> list[InferenceEngine]:
-        """The workers' engines, in order."""
-        return [w.engine for w in self.workers]
-
-    @property
-    def waiters(self) -> Waiters:
-        """Woken whenever a result arrives or the controller's state changes."""
-        return self.results.waiters
-
-    # -- lifecycle ---------------------------------------------------------------------
-    async def initialize_async(self) -> None:
-        """Initialize every worker (engine health checks); ``async with`` calls it."""
-        self.binding.bind()
-        await asyncio.gather(*(w.initialize_async() for w in self.workers))
-
-    def initialize(self) -> None:
-        """Blocking twin of :meth:`initialize_async`."""
-        self.binding.blocking(self.initialize_async(), "initialize()")
-
-    async def close_async(self, *, drain: bool = False) -> None:
-        """Cancel (or, with ``drain``, finish) every task, close owned engines, flush traces
-        (and close the tracer this controller made: its file is compacted to Parquet).
-
-        Idempotent; leaves no asyncio task behind. Finished results stay available from
-        ``wait()`` and traces from ``traces()``.
-        """
-        self._closed = True
-        try:
-            if self.binding.loop is not None:
-                self.binding.bind()
-                await asyncio.gather(*(w.close_async(drain=drain) for w in self.workers))
-        finally:
-            if self._gc_hold is not None:
-                self._gc_hold()  # release (once)
-        if self._owns_tracer:
-            self.tracer.close()  # its own trace file: flushed and compacted to Parquet
-        else:
-            self.tracer.flush()  # a tracer it was given: its owner closes it
-        self.waiters.wake()
-
-    def close(self, *, drain: bool = False) -> None:
-        """Blocking twin of :meth:`close_async`."""
-        self.binding.blocking(self.close_async(drain=drain), "close()")
-
-    aclose = deprecated_alias(close_async, "RolloutController.aclose", "close_async")
-
-    async def __aenter__(self) -> Self:
-        try:
-            await self.initialize_async()
-        except BaseException:
-            await self.close_async()  # no half-open sessions when a server is down
-            raise
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.close_async()
-
-    def __enter__(self) -> Self:
-        try:
-            self.initialize()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close_async` was called."""
-        return self._closed
-
-    def _check_open(self, what: str) -> None:
-        if self._closed:
-            raise ControllerStateError(f"{what} after close(): this controller is closed")
-
-    # -- submit ------------------------------------------------------------------------
-    @property
-    def queue_size(self) -> int | None:
-        """The per-worker queue bound."""
-        return self._queue_size
-
-    def prepare(self, workflow: object, workflow_kwargs: dict[str, Any] | None,
-                should_accept_fn: object) -> Recipe:
-        """Check a workflow / ``should_accept_fn`` spec once (raises ``ConfigError``).
-
-        A loop of ``submit`` with the same workflow object (and no ``workflow_kwargs``)
-        reuses the last recipe instead of checking the spec again per task.
-        """
-        last = self._last_recipe
-        if (last is not None and workflow_kwargs is None and last.workflow is workflow
-                and last.workflow_kwargs is None
-                and last.should_accept_fn is should_accept_fn):
-            return last
-        recipe = self.scheduler.prepare(workflow, workflow_kwargs, should_accept_fn)
-        self._last_recipe = recipe
-        return recipe
-
-    def submit(
-        self,
-        data: Any,
-        workflow: WorkflowSpec,
-        workflow_kwargs: dict[str, Any] | None = None,
-        should_accept_fn: AcceptFnSpec | None = None,
-        task_id: int | None = None,
-        *,
-        worker: str | None = None,
-    ) -> int:
-        """Queue one rollout on a worker; return its task id at once (non-blocking).
-
-        Callable from async code, from sync code while the loop runs (widget callbacks),
-        from sync code with no running loop (the task runs when a blocking call runs the
-        private loop) and from other threads (scheduled onto the loop).
-
-        Args:
-            data: the item handed to the workflow.
-            workflow: instance, class (+ ``workflow_kwargs``) or import path.
-            workflow_kwargs: constructor arguments for a class / import path.
-            should_accept_fn: ``fn(trajectory) -> bool`` or import path.
-            task_id: an explicit id (must be unused in this controller) or ``None``.
-            worker: run on the worker of this name (see ``worker_names()``) instead of the
-                scheduler's choice.
-
-        Raises:
-            ConfigError: bad workflow spec, or data the workflow's ``validate(data)``
-                refuses (no task id is taken then).
-            DuplicateTaskIdError, InvalidTaskIdError: bad explicit id.
-            ControllerStateError: closed, or the worker's queue is full.
-        """
-        self._check_open("submit()")
-        recipe = self.prepare(workflow, workflow_kwargs, should_accept_fn)
-        named = self._worker_named(worker) if worker is not None else None
-        recipe.factory.validate(data)
-        target = named or self.scheduler.choose(self.workers)
-        on_thread = self.binding.on_owner_thread()
-        loop = self.binding.bind() if on_thread else self.binding.loop
-        target.check_room()
-        tid = self.ids.next() if task_id is None else self.ids.claim(task_id)
-        self.results.add(tid, target)
-        job = Job(tid, data, recipe)
-        if on_thread:
-            self._hand_over(target, job)
-        else:
-            assert loop is not None
-            loop.call_soon_threadsafe(self._hand_over, target, job)
-        return tid
-
-    def _hand_over(self, worker: Worker, job: Job) -> None:
-        try:
-            worker.submit(job)
-        except BaseException:
-            self.results.forget(job.task_id)
-            raise
-
-    async def submit_reserved(self, data: Any, recipe: Recipe,
-                              on_done: Callable[[int], None]) -> int:
-        """Submit for a batch call: waits for queue room; the result goes to ``on_done``.
-
-        The batch call has already run the workflow's ``validate`` on ``data``.
-        """
-        self._check_open("submit()")
-        target = self.scheduler.choose(self.workers)
-        self.binding.bind()
-        if not target.has_room():
-            await self.waiters.until(target.has_room, timeout=None,
-                                     what="waiting for queue room",
-                                     stall_reason=self.stall_reason)
-        self._check_open("submit()")
-        tid = self.ids.next()
-        self.results.add(tid, target, on_done)
-        self._hand_over(target, Job(tid, data, recipe))
-        return tid
-
-    def worker_names(self) -> list[str]:
-        """Names of the workers, in order (usable as ``submit(..., worker=name)``)."""
-        return [w.name for w in self.workers]
-
-    def _worker_named(self, name: str) -> Worker:
-        for w in self.workers:
-            if w.name == name:
-                return w
-        raise ConfigError(f"no worker named {name!r}; workers are {self.worker_names()}")
-
     # -- results -----------------------------------------------------------------------
     def peek(self, task_id: int) -> RolloutResult | None:
         """The result of ``task_id`` if finished and not consumed, else ``None``."""
@@ -336,13 +87,6 @@ class RolloutController:
     def release(self, task_id: int) -> None:
         """End a batch reservation: the result goes to ``wait()``."""
         self.results.release(task_id)
-
-    def stall_reason(self) -> str | None:
-        """Why no worker can progress without outside action, or ``None``."""
-        if any(w.is_running_any() for w in self.workers):
-            return None
-        reasons = [f"{w.name}: {r}" for w in self.workers if (r := w.stall_reason()) is not None]
-        return "; ".join(reasons) or None
 
     async def wait_async(self, count: int | None = None, timeout: float | None = None,
                          raise_on_failure: bool = False) -> list[RolloutResult]:
@@ -406,7 +150,7 @@ class RolloutController:
         On a timeout (``RolloutTimeoutError``) the tasks keep running and all their results
         come back from ``wait()``. ``progress=True`` shows a tqdm bar.
         """
-        self._check_open("rollout_batch()")
+        self.check_open("rollout_batch()")
         self.binding.bind()
         return await rollout_batch(self, data, workflow, workflow_kwargs, should_accept_fn,
                                    timeout, progress)
@@ -447,7 +191,7 @@ class RolloutController:
             WorkflowError: a task failed and ``raise_on_failure`` (default).
             RolloutTimeoutError: time ran out; results go to ``wait()``.
         """
-        self._check_open("prepare_batch()")
+        self.check_open("prepare_batch()")
         self.binding.bind()
         return await prepare_batch(self, data, workflow, batch_size, workflow_kwargs,
                                    should_accept_fn, timeout, raise_on_failure, progress)
@@ -527,7 +271,7 @@ class RolloutController:
         total.update(consumed=total["submitted"] - book.n_tracked(), ready=book.n_ready(),
                      outstanding=book.n_tracked(), version=self.get_version(),
                      paused=all(bool(s["paused"]) for s in per.values()),
-                     closed=self._closed, next_task_id=self.ids.peek, workers=per)
+                     closed=self.closed, next_task_id=self.ids.peek, workers=per)
         return total
 
     # -- replay ------------------------------------------------------------------------
@@ -543,7 +287,7 @@ class RolloutController:
         The tracer is flushed first, so ``source`` may be this controller's own dump (the
         replayed calls are then recorded there too, as tasks of their own).
         """
-        self._check_open("replay()")
+        self.check_open("replay()")
         self.tracer.flush()  # this controller's own dump may be the source: write it out
         tasks, rows = replay_tasks(read_source(source), task_ids)
         results = await self.rollout_batch_async(
