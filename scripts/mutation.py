@@ -73,7 +73,7 @@ _REMOTE_REPLAY_TESTS = ("tests/test_replay.py", "tests/test_otel.py")
 
 MODULES: dict[str, Module] = {
     "ids": Module(("rollout_kit/ids.py",), ("tests/test_ids.py",)),
-    "analysis": Module(("rollout_kit/analysis.py",),
+    "analysis": Module(("rollout_kit/analysis/*.py",),
                        ("tests/test_analysis.py", "tests/test_analysis_edges.py")),
     "engines.routing": Module(("rollout_kit/engines/routing.py",),
                               ("tests/engines/test_http_units.py",
