@@ -128,6 +128,16 @@ class Tracer(LiveCalls):
         if source is not None and source.get("name") == path.name:
             pq.unlink(missing_ok=True)
 
+    def trace_clock(self) -> float:
+        """Now on this tracer's time axis (seconds): ``wall_epoch`` plus the
+        ``perf_counter`` time since the epoch.
+
+        Two processes' axes differ by the error of their wall-clock anchors and by any slew
+        of the wall clock between their epochs (NTP can slew it by milliseconds a second);
+        comparing these clocks, not ``time.time()``, measures both.
+        """
+        return self.wall_epoch + (perf_counter_ns() - self.epoch_ns) / 1e9
+
     def _header(self) -> dict[str, Any]:
         return {"kind": "header", "format": FORMAT, "schema": S.SCHEMA_VERSION,
                 "wall_epoch": self.wall_epoch, "epoch_ns": self.epoch_ns,

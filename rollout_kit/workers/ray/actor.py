@@ -97,8 +97,9 @@ class RayWorker:
         return {"pid": os.getpid(), "wall": time.time(), "name": self.name}
 
     def clock(self) -> float:
-        """This process's wall clock (``time.time()``), for the anchor exchange."""
-        return time.time()
+        """Now on this worker's trace time axis (:meth:`Tracer.trace_clock`), for the anchor
+        exchange."""
+        return self._tracer.trace_clock()
 
     # -- tasks ----------------------------------------------------------------------------
     def _on_result(self, result: RolloutResult) -> None:

@@ -19,7 +19,6 @@ import asyncio
 import dataclasses
 import functools
 import itertools
-import time
 import traceback
 from collections.abc import Callable
 from time import perf_counter_ns
@@ -59,7 +58,7 @@ class RayWorkerHandle:
         self.actor = actor
         self.alive = True
         self.pid: int | None = None
-        self.offset_s = 0.0  # measured: worker wall clock minus controller wall clock
+        self.offset_s = 0.0  # measured: worker trace clock minus controller trace clock
         self._sink = spec.sink
         self._tracer = spec.tracer
         self._binding = spec.binding
@@ -99,10 +98,11 @@ class RayWorkerHandle:
         info = await self.actor.start.remote()
         self.pid = int(info["pid"])
         best: tuple[float, float] | None = None
+        clock = self._tracer.trace_clock  # the two trace axes, not the wall clocks
         for _ in range(3):
-            t0 = time.time()
+            t0 = clock()
             w = float(await self.actor.clock.remote())
-            t1 = time.time()
+            t1 = clock()
             if best is None or t1 - t0 < best[0]:
                 best = (t1 - t0, w - (t0 + t1) / 2)
         assert best is not None
