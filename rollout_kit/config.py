@@ -184,12 +184,17 @@ class EngineConfig:
     ``traceparent`` header whose trace is the task's and whose parent span is the session's
     (:func:`rollout_kit.tracing.traceparent`), so a server exporting OpenTelemetry spans
     (vLLM ``--otlp-traces-endpoint``) makes its request span a child of the session.
+
+    ``transport``: ``"loop"`` (default) speaks HTTP/1.1 on the event loop's own sockets, the
+    fastest per request; ``"aiohttp"`` goes through aiohttp
+    (:mod:`rollout_kit.engines.transport`). ``read_bufsize`` applies to aiohttp only.
     """
 
     routing: RoutingPolicy = "round_robin"
     timeouts: Timeouts = field(default_factory=Timeouts)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     stream: bool = False
+    transport: Literal["loop", "aiohttp"] = "loop"
     max_connections: int = 0  # 0 = unlimited (aiohttp's default of 100 throttles TTFT)
     read_bufsize: int = 4 * 1024 * 1024
     api_key: str | None = field(default=None, repr=False)
@@ -203,6 +208,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         _check(self.routing in ("round_robin", "least_in_flight", "sticky"),
                f"routing must be round_robin, least_in_flight or sticky, got {self.routing!r}")
+        _check(self.transport in ("loop", "aiohttp"),
+               f"transport must be 'loop' or 'aiohttp', got {self.transport!r}")
         _check(_is_count(self.max_connections) and self.max_connections >= 0,
                "max_connections must be an int >= 0")
         _check(_is_count(self.read_bufsize) and self.read_bufsize >= 64 * 1024,

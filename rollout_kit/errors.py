@@ -17,6 +17,7 @@ Every error rollout_kit raises on purpose is a ``RolloutKitError``. Where a stdl
     │   └── TraceSchemaError(ValueError)        a trace file / DataFrame lacks required columns
     ├── EngineError                             talking to an inference server failed
     │   ├── EngineConnectionError               no response (refused, reset, DNS)
+    │   │   ├── EngineUnreachableError          the connection could not be opened
     │   │   └── EngineTimeoutError(TimeoutError)
     │   ├── EngineStatusError                   the server answered with an error status
     │   │   ├── EngineBadRequestError           4xx other than 408/429: never retried
@@ -73,6 +74,7 @@ __all__ = [
     "EngineServerError",
     "EngineStatusError",
     "EngineTimeoutError",
+    "EngineUnreachableError",
     "InvalidTaskIdError",
     "NoHealthyServerError",
     "RolloutKitError",
@@ -217,6 +219,12 @@ class EngineConnectionError(EngineError):
 
     failure_reason = "connection_error"
     label = "connection error"
+
+
+class EngineUnreachableError(EngineConnectionError):
+    """The connection could not be opened (refused, no route, DNS, TLS handshake): the
+    server is down or the address is wrong. The engine takes such a server out of rotation
+    at once."""
 
 
 class EngineTimeoutError(EngineConnectionError, TimeoutError):

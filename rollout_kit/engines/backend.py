@@ -38,6 +38,10 @@ def token_ids(values: Any) -> list[int]:
     """Token ids from a response: non-negative ints below 2**63 (``ValueError`` otherwise,
     which the caller maps to :class:`~rollout_kit.errors.EngineResponseError`)."""
     ids = list(values)
+    if len(ids) == 1:  # a streamed delta: one token (the hot case)
+        v = ids[0]
+        if v.__class__ is int and 0 <= v < _TOKEN_ID_BOUND:
+            return ids
     if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= _TOKEN_ID_BOUND):
         raise ValueError(f"token ids must be ints in [0, 2**63), got {ids[:8]!r}…")
     return ids

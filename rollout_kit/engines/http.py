@@ -1,13 +1,11 @@
-"""The HTTP layer of the engines: the one place on the client side that imports aiohttp.
+"""The HTTP layer of the engines: JSON and server-sent events over a transport.
 
 It owns
 
-* one shared ``aiohttp.ClientSession`` per engine per event loop (:class:`HttpClient`),
-  created lazily on the loop that uses it, with a connector sized for thousands of
-  concurrent requests (aiohttp's default limit of 100 throttles time to first token);
-* :func:`engine_error`, the single mapping of aiohttp / timeout exceptions to
-  :mod:`rollout_kit.errors` classes (:func:`map_aiohttp_errors` applies it to a block), and
-  :func:`make_status_error`, the one status → class factory;
+* :class:`HttpClient`, which is given a :class:`~.transport.Transport` (the pooled
+  connections, per event loop) and adds JSON bodies, the API key, status errors and SSE;
+* :func:`make_status_error`, the one status → class factory (the transports map their
+  own connection failures to :mod:`rollout_kit.errors` classes);
 * :func:`call_with_retries`, retries as policy (:class:`~rollout_kit.config.RetryPolicy`):
   exponential backoff with jitter, ``Retry-After``, a total deadline;
 * an SSE reader that stamps each event with ``perf_counter_ns`` when it arrives.
@@ -25,16 +23,15 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlencode
 
-import aiohttp
 import orjson
 
 from ..config import EngineConfig, RetryPolicy
@@ -46,12 +43,12 @@ from ..errors import (
     EngineResponseError,
     EngineServerError,
     EngineStatusError,
-    EngineTimeoutError,
+    EngineUnreachableError,
     truncate,
 )
+from .transport import Transport, make_transport
 
 __all__ = [
-    "AIOHTTP_ERRORS",
     "HttpClient",
     "RetryState",
     "SSEEvent",
@@ -61,8 +58,6 @@ __all__ = [
     "is_connect_failure",
     "is_retryable",
     "make_status_error",
-    "engine_error",
-    "map_aiohttp_errors",
     "parse_json",
     "server_name",
 ]
@@ -122,7 +117,7 @@ def error_message_of(body: bytes | str) -> str:
 def _retry_after(headers: Mapping[str, str] | None) -> float | None:
     if not headers:
         return None
-    raw = headers.get("Retry-After")
+    raw = headers.get("retry-after", headers.get("Retry-After"))  # a transport's: lower case
     if raw is None:
         return None
     try:
@@ -157,50 +152,9 @@ def make_status_error(status: int, body: bytes | str, *, server: str, endpoint: 
                retry_after=_retry_after(headers))
 
 
-#: what :func:`engine_error` translates (``aiohttp.ServerTimeoutError`` is both)
-AIOHTTP_ERRORS = (TimeoutError, aiohttp.ClientError)
-
-
-def engine_error(exc: TimeoutError | aiohttp.ClientError, server: str,
-                 endpoint: str) -> EngineError:
-    """The :mod:`rollout_kit.errors` class for an aiohttp or timeout exception.
-
-    The only place that maps ``aiohttp.ClientError``; raise the result ``from exc`` so that
-    the original stays the ``__cause__``. (A written-out ``try`` / ``except
-    AIOHTTP_ERRORS`` on the per-request path costs less than a context manager.) Catch
-    :class:`~rollout_kit.errors.EngineError` first: ``EngineTimeoutError`` is a
-    ``TimeoutError`` too.
-    """
-    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
-        return EngineTimeoutError(f"{server} {endpoint}: no complete answer within the timeout",
-                                  server=server, endpoint=endpoint)
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return EngineConnectionError(f"cannot connect to {server} ({endpoint}): "
-                                     f"{exc.os_error or exc}", server=server, endpoint=endpoint)
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return EngineConnectionError(
-            f"{server} {endpoint}: the response body was cut off ({type(exc).__name__})",
-            server=server, endpoint=endpoint)
-    return EngineConnectionError(
-        f"{server} {endpoint}: connection failed ({type(exc).__name__}: "
-        f"{truncate(str(exc), 200)})", server=server, endpoint=endpoint)
-
-
-@contextlib.contextmanager
-def map_aiohttp_errors(server: str, endpoint: str) -> Iterator[None]:
-    """Raise :func:`engine_error` for any aiohttp or timeout exception in the block."""
-    try:
-        yield
-    except EngineError:
-        raise
-    except AIOHTTP_ERRORS as exc:
-        raise engine_error(exc, server, endpoint) from exc
-
-
 def is_connect_failure(exc: BaseException) -> bool:
     """Whether ``exc`` means the server could not be reached at all (refused, no route)."""
-    return isinstance(exc, EngineConnectionError) and isinstance(
-        exc.__cause__, aiohttp.ClientConnectorError)
+    return isinstance(exc, EngineUnreachableError)
 
 
 def parse_json(body: bytes, *, server: str, endpoint: str, hint: str = "") -> Any:
@@ -293,68 +247,36 @@ class SSEEvent:
 
 
 class HttpClient:
-    """One shared aiohttp session per event loop, plus JSON and SSE helpers.
+    """JSON requests and SSE streams over a :class:`~.transport.Transport`.
 
     Args:
-        config: the engine's config (connection limit, read buffer, timeouts, api key).
+        config: the engine's config (transport, connection limit, timeouts, api key).
+        transport: the transport to use (default: the one ``config.transport`` names).
     """
 
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, transport: Transport | None = None) -> None:
         self._config = config
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stale: list[tuple[aiohttp.ClientSession, asyncio.AbstractEventLoop]] = []
-        self._default_timeout: aiohttp.ClientTimeout | None = None
+        self.transport = transport if transport is not None else make_transport(config)
+        auth = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        self._auth = auth
+        self._json = {**_JSON_HEADERS, **auth}
 
     def __repr__(self) -> str:
-        return f"HttpClient(max_connections={self._config.max_connections})"
+        return f"HttpClient({self.transport!r})"
 
-    def _headers(self) -> dict[str, str]:
-        if self._config.api_key:
-            return {"Authorization": f"Bearer {self._config.api_key}"}
-        return {}
-
-    def session(self) -> aiohttp.ClientSession:
-        """The session of the running loop, created on first use on that loop."""
-        loop = asyncio.get_running_loop()
-        s = self._session
-        if s is not None and self._loop is loop and not s.closed:
-            return s
-        if s is not None and self._loop is not None and not s.closed:
-            self._stale.append((s, self._loop))  # made on another loop: never reused here
-        connector = aiohttp.TCPConnector(
-            limit=self._config.max_connections, limit_per_host=0,
-            keepalive_timeout=75.0, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(
-            connector=connector, read_bufsize=self._config.read_bufsize,
-            headers=self._headers(), json_serialize=lambda o: orjson.dumps(o).decode())
-        self._loop = loop
-        return self._session
+    @property
+    def connections_in_use(self) -> int:
+        """Connections handed out to a request and not yet back."""
+        return self.transport.connections_in_use
 
     async def close_async(self) -> None:
-        """Close the sessions; those of other, still-open loops are closed there."""
-        current = asyncio.get_running_loop()
-        sessions = list(self._stale)
-        if self._session is not None and self._loop is not None:
-            sessions.append((self._session, self._loop))
-        self._session, self._loop, self._stale = None, None, []
-        for s, owner in sessions:
-            if s.closed:
-                continue
-            if owner is current:
-                await s.close()
-            elif owner.is_running() and not owner.is_closed():
-                asyncio.run_coroutine_threadsafe(s.close(), owner)
-            else:
-                s.detach()  # its loop is gone; the sockets went with it
+        """Close the transport's connections (those of other, still-open loops there)."""
+        await self.transport.close_async()
 
-    def _timeout(self, timeout: float) -> aiohttp.ClientTimeout:
-        if timeout == self._config.timeouts.request and self._default_timeout is not None:
-            return self._default_timeout
-        t = aiohttp.ClientTimeout(total=timeout, sock_connect=self._config.timeouts.connect)
-        if timeout == self._config.timeouts.request:
-            self._default_timeout = t
-        return t
+    def _headers(self, headers: Mapping[str, str] | None, has_body: bool) -> Mapping[str, str]:
+        if headers is None:
+            return self._json if has_body else self._auth
+        return {**headers, **self._auth} if self._auth else headers
 
     async def request(self, server: str, method: str, endpoint: str, *,
                       payload: Any = None, params: Mapping[str, str] | None = None,
@@ -366,22 +288,15 @@ class HttpClient:
         default a request with a payload says it is JSON.
         """
         data = orjson.dumps(payload) if payload is not None else None
-        if headers is None and data is not None:
-            headers = _JSON_HEADERS
-        try:
-            async with self.session().request(
-                    method, base_url(server) + endpoint, data=data, params=params,
-                    headers=headers, timeout=self._timeout(timeout)) as resp:
-                body = await resp.read()
-                if resp.status >= 400:
-                    raise make_status_error(resp.status, body, server=server,
-                                            endpoint=endpoint, headers=resp.headers,
-                                            hint=hint if resp.status in (404, 405) else "")
-                return body
-        except EngineError:
-            raise
-        except AIOHTTP_ERRORS as exc:
-            raise engine_error(exc, server, endpoint) from exc
+        target = f"{endpoint}?{urlencode(params)}" if params else endpoint
+        reply = await self.transport.request(method, server, target, body=data,
+                                             headers=self._headers(headers, data is not None),
+                                             timeout=timeout)
+        if reply.status >= 400:
+            raise make_status_error(reply.status, reply.body, server=server,
+                                    endpoint=endpoint, headers=reply.headers,
+                                    hint=hint if reply.status in (404, 405) else "")
+        return reply.body
 
     async def request_json(self, server: str, method: str, endpoint: str, *,
                            payload: Any = None, params: Mapping[str, str] | None = None,
@@ -402,34 +317,43 @@ class HttpClient:
         :class:`EngineResponseError` (retryable); an ``{"error": ...}`` event raises the
         matching :class:`EngineStatusError`.
         """
-        url = base_url(server) + endpoint
-        with map_aiohttp_errors(server, endpoint):
-            async with self.session().post(url, data=orjson.dumps(payload),
-                                           headers=headers or _JSON_HEADERS,
-                                           timeout=self._timeout(timeout)) as resp:
-                if resp.status >= 400:
-                    body = await resp.read()
-                    raise make_status_error(resp.status, body, server=server,
-                                            endpoint=endpoint, headers=resp.headers,
-                                            hint=hint if resp.status in (404, 405) else "")
-                # whole chunks, split here: one read per network chunk, not two per event
-                tail = b""
-                async for chunk in resp.content.iter_any():
-                    t_ns = time.perf_counter_ns()
-                    lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
-                    tail = lines.pop()
-                    for line in lines:
-                        event = _sse_event(line, t_ns, server, endpoint, hint)
-                        if event is _END:
-                            return
-                        if event is not None:
-                            yield event
-                if tail:  # a last line without its newline
-                    event = _sse_event(tail, time.perf_counter_ns(), server, endpoint, hint)
+        async with self.transport.stream("POST", server, endpoint, body=orjson.dumps(payload),
+                                         headers=self._headers(headers, True),
+                                         timeout=timeout) as resp:
+            if resp.status >= 400:
+                body = await resp.read()
+                raise make_status_error(resp.status, body, server=server,
+                                        endpoint=endpoint, headers=resp.headers,
+                                        hint=hint if resp.status in (404, 405) else "")
+            # whole reads, split here: one step per network read, not two per event
+            tail = b""
+            ended = False
+            chunks = resp.chunks()
+            async for chunk in chunks:
+                t_ns = time.perf_counter_ns()
+                lines = (tail + chunk).split(b"\n") if tail else chunk.split(b"\n")
+                tail = lines.pop()
+                for line in lines:
+                    if not line:
+                        continue  # the blank line that ends each event
+                    event = _sse_event(line, t_ns, server, endpoint, hint)
                     if event is _END:
-                        return
+                        ended = True
+                        break
                     if event is not None:
                         yield event
+                if ended:
+                    break
+            else:
+                if tail:  # a last line without its newline
+                    event = _sse_event(tail, time.perf_counter_ns(), server, endpoint, hint)
+                    ended = event is _END
+                    if event is not None and not ended:
+                        yield event
+            if ended:
+                async for _ in chunks:
+                    pass  # the rest of the body (its last chunk): the connection stays open
+                return
         raise EngineResponseError(
             f"{server} {endpoint}: the event stream ended before 'data: [DONE]'",
             server=server, endpoint=endpoint)

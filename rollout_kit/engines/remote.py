@@ -123,6 +123,11 @@ class RemoteInfEngine(InferenceEngine):
         return self._model
 
     @property
+    def connections_in_use(self) -> int:
+        """HTTP connections handed out to a request and not yet back (0 when idle)."""
+        return self._http.connections_in_use
+
+    @property
     def generation_paused(self) -> bool:
         """Whether this engine has paused generation on the servers (server-side pause)."""
         return self._generation_paused
@@ -484,19 +489,27 @@ class RemoteInfEngine(InferenceEngine):
     async def _stream_once(self, server: str, payload: dict[str, Any], timeout: float,
                            headers: dict[str, str] | None) -> Segment:
         parser = self.backend.stream_parser()
+        tokens = parser.segment.tokens
+        # each token gets the weight version current when it arrived: the tokens seen so
+        # far are stamped only when the version changes, the rest at the end
         versions: list[int] = []
+        version = self._version
+        feed = parser.feed
         async for event in self._http.stream_sse(
                 server, self.backend.generate_endpoint, payload, timeout=timeout,
                 hint=self.backend.wrong_flavour_hint, headers=headers):
+            if self._version != version:
+                versions.extend([version] * (len(tokens) - len(versions)))
+                version = self._version
             try:
-                parser.feed(event.data, event.t_ns)
+                feed(event.data, event.t_ns)
             except _PARSE_ERRORS as exc:
                 raise self._bad_body(server, exc, event.data) from None
-            versions.extend([self._version] * (len(parser.segment.tokens) - len(versions)))
         try:
             seg = parser.result()
         except _PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, "<stream>") from None
+        versions.extend([version] * (len(seg.tokens) - len(versions)))
         seg.versions = versions
         if seg.finish is None:
             raise EngineResponseError(

@@ -61,18 +61,41 @@ def _fill_common(seg: Segment, body: dict[str, Any], choice: dict[str, Any] | No
 
 
 class VLLMStreamParser(StreamParser):
-    """Accumulates ``/v1/completions`` stream chunks (deltas) and the usage chunk."""
+    """Accumulates ``/v1/completions`` stream chunks (deltas) and the usage chunk.
+
+    Per event it is on the hot path of every streamed request: a delta that carries token
+    ids and nothing else (no logprobs, finish reason, prompt ids, usage or server timing)
+    takes a short path; every other event goes through the general one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._text: list[str] = []
 
     def feed(self, event: Any, t_ns: int) -> None:
-        choices = event.get("choices") or []
-        choice = choices[0] if choices else None
-        if choice is not None:
+        choices = event.get("choices")
+        if not choices:
+            _fill_common(self.segment, event, None)
+            return
+        choice = choices[0]
+        ids = choice.get("token_ids")
+        if ids is not None and not choice.get("logprobs"):
+            self._add(token_ids(ids), [], t_ns)
+        else:
             tokens, logprobs = _choice_tokens(choice)
             self._add(tokens, logprobs, t_ns)
-            delta = choice.get("text")
-            if isinstance(delta, str):
-                self.segment.text = (self.segment.text or "") + delta
-        _fill_common(self.segment, event, choice)
+        delta = choice.get("text")
+        if isinstance(delta, str):
+            self._text.append(delta)
+        if (choice.get("finish_reason") is not None or choice.get("prompt_token_ids")
+                or event.get("usage") is not None or "sim_timing" in event
+                or "prompt_token_ids" in event):
+            _fill_common(self.segment, event, choice)
+
+    def result(self) -> Segment:
+        if self._text:
+            self.segment.text = "".join(self._text)
+        return super().result()
 
 
 class VLLMBackend(Backend):

@@ -22,16 +22,16 @@ from rollout_kit.engines.http import (
     SSEEvent,
     base_url,
     call_with_retries,
-    engine_error,
     error_message_of,
     is_connect_failure,
     is_retryable,
     json_headers,
     make_status_error,
-    map_aiohttp_errors,
     parse_json,
     server_name,
 )
+from rollout_kit.engines.transport import AiohttpTransport
+from rollout_kit.engines.transport.aiohttp_transport import aiohttp_error as engine_error
 from rollout_kit.errors import (
     EngineBadRequestError,
     EngineConnectionError,
@@ -41,6 +41,7 @@ from rollout_kit.errors import (
     EngineServerError,
     EngineStatusError,
     EngineTimeoutError,
+    EngineUnreachableError,
     NoHealthyServerError,
 )
 
@@ -311,23 +312,15 @@ def test_engine_error_mapping() -> None:
     cut = engine_error(aiohttp.ClientPayloadError("x"), "h:1", "/g")
     assert type(cut) is EngineConnectionError
     assert str(cut) == "h:1 /g: the response body was cut off (ClientPayloadError)"
+    refused = engine_error(aiohttp.ClientConnectorError(
+        aiohttp.client_reqrep.ConnectionKey("h", 1, False, True, None, None, None),
+        ConnectionRefusedError(111, "refused")), "h:1", "/g")
+    assert type(refused) is EngineUnreachableError and is_connect_failure(refused)
     other = engine_error(aiohttp.ServerDisconnectedError("gone"), "h:1", "/g")
     assert type(other) is EngineConnectionError and str(other).startswith(
         "h:1 /g: connection failed (ServerDisconnectedError: ")
     assert len(str(engine_error(aiohttp.ClientError("z" * 1000), "h", "/g"))) < 300
     assert not is_connect_failure(other) and not is_connect_failure(ValueError())
-
-
-def test_map_aiohttp_errors_keeps_the_cause() -> None:
-    with pytest.raises(EngineConnectionError) as info, map_aiohttp_errors("h:1", "/g"):
-        raise aiohttp.ClientPayloadError("x")
-    assert isinstance(info.value.__cause__, aiohttp.ClientPayloadError)
-    own = EngineServerError("mine", status=500)
-    with pytest.raises(EngineServerError) as info2, map_aiohttp_errors("h:1", "/g"):
-        raise own
-    assert info2.value is own
-    with pytest.raises(KeyError), map_aiohttp_errors("h:1", "/g"):
-        raise KeyError("untouched")
 
 
 def test_parse_json_bodies() -> None:
@@ -383,8 +376,17 @@ def test_sse_lines() -> None:
 # -- the client against a tiny server -----------------------------------------------------
 
 
-def _client(**config: Any) -> HttpClient:
-    return HttpClient(EngineConfig(**config))
+MakeClient = Callable[..., HttpClient]
+
+
+@pytest.fixture(params=["loop", "aiohttp"])
+def make_client(request: pytest.FixtureRequest) -> MakeClient:
+    """``make_client(**config)``: an HttpClient over each transport in turn."""
+
+    def make(**config: Any) -> HttpClient:
+        return HttpClient(EngineConfig(transport=request.param, **config))
+
+    return make
 
 
 async def _chunks(request: web.Request, parts: list[bytes]) -> web.StreamResponse:
@@ -397,13 +399,14 @@ async def _chunks(request: web.Request, parts: list[bytes]) -> web.StreamRespons
     return resp
 
 
-async def test_sse_split_lines_and_a_last_line_without_newline(server: Any) -> None:
+async def test_sse_split_lines_and_a_last_line_without_newline(server: Any,
+                                                               make_client: MakeClient) -> None:
     async def handler(request: web.Request) -> web.StreamResponse:
         return await _chunks(request, [b'data: {"i": 0}\n\nda', b'ta: {"i": 1}\n', b": ping\n",
                                        b'data: {"i": 2}\ndata: [DONE]'])
 
     addr = await server("/s", handler)
-    client = _client()
+    client = make_client()
     try:
         events = [e async for e in client.stream_sse(addr, "/s", {"p": 1}, timeout=5)]
     finally:
@@ -415,7 +418,7 @@ async def test_sse_split_lines_and_a_last_line_without_newline(server: Any) -> N
     assert req.method == "POST" and req.headers["Content-Type"] == "application/json"
 
 
-async def test_sse_stream_ending_early_or_erroring(server: Any) -> None:
+async def test_sse_stream_ending_early_or_erroring(server: Any, make_client: MakeClient) -> None:
     async def no_done(request: web.Request) -> web.StreamResponse:
         return await _chunks(request, [b'data: {"i": 0}\n', b'data: {"i": 1}'])
 
@@ -428,7 +431,7 @@ async def test_sse_stream_ending_early_or_erroring(server: Any) -> None:
     addr = await server("/early", no_done)
     await server("/busy", busy)
     await server("/done", after_done)
-    client = _client()
+    client = make_client()
     try:
         got: list[Any] = []
         with pytest.raises(EngineResponseError, match=r"ended before 'data: \[DONE\]'"):
@@ -450,12 +453,12 @@ async def test_sse_stream_ending_early_or_erroring(server: Any) -> None:
         await client.close_async()
 
 
-async def test_sse_sends_the_headers_given(server: Any) -> None:
+async def test_sse_sends_the_headers_given(server: Any, make_client: MakeClient) -> None:
     async def ok(request: web.Request) -> web.StreamResponse:
         return await _chunks(request, [b"data: [DONE]\n"])
 
     addr = await server("/s", ok)
-    client = _client(api_key="sk-1")
+    client = make_client(api_key="sk-1")
     try:
         assert [e async for e in client.stream_sse(
             addr, "/s", {}, timeout=5, headers={"X-One": "1"})] == []
@@ -465,7 +468,7 @@ async def test_sse_sends_the_headers_given(server: Any) -> None:
     assert req.headers["X-One"] == "1" and req.headers["Authorization"] == "Bearer sk-1"
 
 
-async def test_request_statuses_hints_and_bodies(server: Any) -> None:
+async def test_request_statuses_hints_and_bodies(server: Any, make_client: MakeClient) -> None:
     async def echo(request: web.Request) -> web.Response:
         body = await request.read()
         return web.Response(body=body or b" \n", content_type="application/json")
@@ -475,7 +478,7 @@ async def test_request_statuses_hints_and_bodies(server: Any) -> None:
 
     addr = await server("/echo", echo)
     await server("/fail", fail)
-    client = _client()
+    client = make_client()
     try:
         assert await client.request_json(addr, "POST", "/echo", payload={"a": [1]},
                                          timeout=5) == {"a": [1]}
@@ -495,12 +498,12 @@ async def test_request_statuses_hints_and_bodies(server: Any) -> None:
     assert "Authorization" not in posted.headers  # no api key configured
 
 
-async def test_request_headers_and_bad_json(server: Any) -> None:
+async def test_request_headers_and_bad_json(server: Any, make_client: MakeClient) -> None:
     async def html(_: web.Request) -> web.Response:
         return web.Response(text="<html>hi</html>", content_type="text/html")
 
     addr = await server("/h", html)
-    client = _client()
+    client = make_client()
     try:
         await client.request(addr, "POST", "/h", payload={"x": 1}, timeout=5,
                              headers={"X-Only": "1"})
@@ -513,9 +516,9 @@ async def test_request_headers_and_bad_json(server: Any) -> None:
     assert sent.headers.get("Content-Type") != "application/json"  # sent as given
 
 
-async def _refused(addr: str) -> tuple[Any, Any]:
+async def _refused(addr: str, make_client: MakeClient) -> tuple[Any, Any]:
     """The errors of a plain request and of a stream to ``addr``, where nothing listens."""
-    client = _client(timeouts=Timeouts(connect=2.0, request=5.0))
+    client = make_client(timeouts=Timeouts(connect=2.0, request=5.0))
     try:
         with pytest.raises(EngineConnectionError) as info:
             await client.request(addr, "GET", "/health", timeout=2)
@@ -527,12 +530,13 @@ async def _refused(addr: str) -> tuple[Any, Any]:
     return info, info2
 
 
-async def test_refused_connection_is_a_connect_failure() -> None:
+async def test_refused_connection_is_a_connect_failure(make_client: MakeClient) -> None:
     addr = f"127.0.0.1:{free_port()}"
-    info, info2 = await _refused(addr)
+    info, info2 = await _refused(addr, make_client)
     for exc in (info.value, info2.value):
         assert is_connect_failure(exc) and str(exc).startswith(f"cannot connect to {addr} (")
-        assert isinstance(exc.__cause__, aiohttp.ClientConnectorError)
+        assert isinstance(exc, EngineUnreachableError)
+        assert isinstance(exc.__cause__, OSError)  # aiohttp's ClientConnectorError is one
 
 
 async def _hanging(server: Any) -> tuple[str, asyncio.Event]:
@@ -546,9 +550,10 @@ async def _hanging(server: Any) -> tuple[str, asyncio.Event]:
     return await server("/hang", hang), gate
 
 
-async def test_a_request_past_its_timeout_is_a_timeout(server: Any) -> None:
+async def test_a_request_past_its_timeout_is_a_timeout(server: Any,
+                                                       make_client: MakeClient) -> None:
     addr, gate = await _hanging(server)
-    client = _client()
+    client = make_client()
     try:
         with pytest.raises(EngineTimeoutError) as info:
             await client.request(addr, "GET", "/hang", timeout=0.05)
@@ -558,31 +563,40 @@ async def test_a_request_past_its_timeout_is_a_timeout(server: Any) -> None:
     assert info.value.server == addr and info.value.endpoint == "/hang"
 
 
-async def test_session_reuse_timeouts_and_close() -> None:
-    client = _client(max_connections=7, timeouts=Timeouts(request=30.0, connect=3.0))
-    assert repr(client) == "HttpClient(max_connections=7)"
-    s1 = client.session()
-    assert client.session() is s1 and s1.connector is not None
+async def test_aiohttp_session_reuse_timeouts_and_close() -> None:
+    t = AiohttpTransport(max_connections=7, connect_timeout=3.0)
+    assert repr(HttpClient(EngineConfig(), t)) == \
+        "HttpClient(AiohttpTransport(max_connections=7))"
+    s1 = t._current()
+    assert t._current() is s1 and s1.connector is not None
     assert s1.connector.limit == 7 and s1.connector.limit_per_host == 0
-    t = client._timeout(30.0)
-    assert client._timeout(30.0) is t and t.total == 30.0 and t.sock_connect == 3.0
-    other = client._timeout(2.0)
-    assert other.total == 2.0 and other is not client._timeout(2.0)
-    assert client._timeout(30.0) is t  # the default one is kept
-    await client.close_async()
+    t30 = t._timeout(30.0)
+    assert t._timeout(30.0) is t30 and t30.total == 30.0 and t30.sock_connect == 3.0
+    assert t._timeout(2.0).total == 2.0
+    await t.close_async()
     assert s1.closed
-    s2 = client.session()  # a new one after close
+    s2 = t._current()  # a new one after close
     assert s2 is not s1 and not s2.closed
-    await client.close_async()
-    await client.close_async()  # idempotent
-    assert client._headers() == {}
-    assert _client(api_key="k")._headers() == {"Authorization": "Bearer k"}
+    await t.close_async()
+    await t.close_async()  # idempotent
+    assert t.connections_in_use == 0
+
+
+def test_client_headers_add_the_api_key() -> None:
+    plain = HttpClient(EngineConfig())
+    assert plain._headers(None, False) == {}
+    assert plain._headers(None, True) == {"Content-Type": "application/json"}
+    keyed = HttpClient(EngineConfig(api_key="k"))
+    assert keyed._headers(None, False) == {"Authorization": "Bearer k"}
+    assert keyed._headers({"X": "1"}, True) == {"X": "1", "Authorization": "Bearer k"}
+    assert "k" not in repr(keyed)
+    assert repr(plain) == "HttpClient(LoopTransport(max_connections=0))"
 
 
 # -- more of the client: chunk boundaries, error attributes, other loops ------------------
 
 
-async def test_sse_lines_split_across_network_chunks(server: Any) -> None:
+async def test_sse_lines_split_across_network_chunks(server: Any, make_client: MakeClient) -> None:
     """The server sends the next chunk only once the client has the previous event, so each
     chunk boundary really is one (mid-line, and a last line without its newline)."""
     gates = [asyncio.Event() for _ in range(3)]
@@ -599,7 +613,7 @@ async def test_sse_lines_split_across_network_chunks(server: Any) -> None:
         return resp
 
     addr = await server("/s", handler)
-    client = _client()
+    client = make_client()
     got: list[Any] = []
     try:
         async for e in client.stream_sse(addr, "/s", {}, timeout=5):
@@ -613,7 +627,8 @@ async def test_sse_lines_split_across_network_chunks(server: Any) -> None:
     assert all(isinstance(e.t_ns, int) and e.t_ns > 0 for e in got)
 
 
-async def test_stream_errors_name_server_endpoint_and_hint(server: Any) -> None:
+async def test_stream_errors_name_server_endpoint_and_hint(server: Any,
+                                                           make_client: MakeClient) -> None:
     async def status(request: web.Request) -> web.Response:
         return web.Response(status=int(request.query.get("s", "400")), text="no")
 
@@ -630,7 +645,7 @@ async def test_stream_errors_name_server_endpoint_and_hint(server: Any) -> None:
     await server("/mid", mid_error)
     await server("/bad", bad_json)
     await server("/tail", bad_tail)
-    client = _client()
+    client = make_client()
 
     async def drain(endpoint: str, **kw: Any) -> None:
         async for _ in client.stream_sse(addr, endpoint, {}, timeout=5, **kw):
@@ -666,12 +681,13 @@ async def test_stream_errors_name_server_endpoint_and_hint(server: Any) -> None:
         await client.close_async()
 
 
-async def test_stream_ending_early_names_server_and_endpoint(server: Any) -> None:
+async def test_stream_ending_early_names_server_and_endpoint(server: Any,
+                                                             make_client: MakeClient) -> None:
     async def no_done(request: web.Request) -> web.StreamResponse:
         return await _chunks(request, [b'data: {"i": 0}\n'])
 
     addr = await server("/e", no_done)
-    client = _client()
+    client = make_client()
     try:
         with pytest.raises(EngineResponseError) as info:
             async for _ in client.stream_sse(addr, "/e", {}, timeout=5):
@@ -682,9 +698,9 @@ async def test_stream_ending_early_names_server_and_endpoint(server: Any) -> Non
     assert str(info.value) == f"{addr} /e: the event stream ended before 'data: [DONE]'"
 
 
-async def test_timeouts_reach_every_kind_of_request(server: Any) -> None:
+async def test_timeouts_reach_every_kind_of_request(server: Any, make_client: MakeClient) -> None:
     addr, gate = await _hanging(server)
-    client = _client()
+    client = make_client()
     try:
         with pytest.raises(EngineTimeoutError):
             await client.request_json(addr, "GET", "/hang", timeout=0.05)
@@ -697,7 +713,8 @@ async def test_timeouts_reach_every_kind_of_request(server: Any) -> None:
         await client.close_async()
 
 
-async def test_request_messages_attributes_params_and_hints(server: Any) -> None:
+async def test_request_messages_attributes_params_and_hints(server: Any,
+                                                            make_client: MakeClient) -> None:
     async def echo_query(request: web.Request) -> web.Response:
         return web.json_response(dict(request.query))
 
@@ -710,7 +727,7 @@ async def test_request_messages_attributes_params_and_hints(server: Any) -> None
     addr = await server("/q", echo_query)
     await server("/fail", fail)
     await server("/text", text)
-    client = _client()
+    client = make_client()
     try:
         assert await client.request_json(addr, "GET", "/q", params={"a": "1"},
                                          timeout=5) == {"a": "1"}
@@ -755,12 +772,13 @@ def test_error_bodies_that_are_not_utf8_or_long() -> None:
         assert (exc.server, exc.endpoint) == ("h:1", "/g")
 
 
-async def test_refused_message_quotes_the_os_error() -> None:
+async def test_refused_message_quotes_the_os_error(make_client: MakeClient) -> None:
     addr = f"127.0.0.1:{free_port()}"
-    info, info2 = await _refused(addr)
+    info, info2 = await _refused(addr, make_client)
     cause = info.value.__cause__
-    assert isinstance(cause, aiohttp.ClientConnectorError)
-    assert str(info.value) == f"cannot connect to {addr} (/health): {cause.os_error}"
+    os_error = cause.os_error if isinstance(cause, aiohttp.ClientConnectorError) else cause
+    assert isinstance(os_error, ConnectionRefusedError)
+    assert str(info.value) == f"cannot connect to {addr} (/health): {os_error}"
     assert (info.value.server, info.value.endpoint) == (addr, "/health")
     assert (info2.value.server, info2.value.endpoint) == (addr, "/g")
 
@@ -780,10 +798,10 @@ async def test_retry_jitter_uses_a_random_draw(clock: FakeClock,
 def test_close_async_closes_the_sessions_of_other_loops() -> None:
     import threading
 
-    client = _client()
+    client = AiohttpTransport()
 
     async def make() -> aiohttp.ClientSession:
-        return client.session()
+        return client._current()
 
     running = asyncio.new_event_loop()
     thread = threading.Thread(target=running.run_forever, daemon=True)
@@ -814,11 +832,10 @@ def test_close_async_closes_the_sessions_of_other_loops() -> None:
 
 
 async def test_session_tuning() -> None:
-    client = _client(read_bufsize=2**20)
-    s = client.session()
+    client = AiohttpTransport(read_bufsize=2**20)
+    s = client._current()
     try:
         assert s._read_bufsize == 2**20  # type: ignore[attr-defined]
         assert s.connector is not None and s.connector._keepalive_timeout == 75.0  # type: ignore[attr-defined]
-        assert s._json_serialize({"a": 1}) == '{"a":1}'  # type: ignore[attr-defined]
     finally:
         await client.close_async()

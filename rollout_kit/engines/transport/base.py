@@ -1,0 +1,79 @@
+"""What the engines' HTTP client needs from a transport: one request, one stream, close.
+
+A transport moves bytes: it opens and pools connections, writes a request and reads the
+status, headers and body of the answer. It knows nothing of JSON, retries, servers'
+flavours or the engine that holds it (as an httpx client is given its transport). Failures
+are raised as :mod:`rollout_kit.errors` classes, always with ``server`` and ``endpoint``:
+
+* :class:`~rollout_kit.errors.EngineUnreachableError`: the connection could not be opened;
+* :class:`~rollout_kit.errors.EngineTimeoutError`: no complete answer within the timeout;
+* :class:`~rollout_kit.errors.EngineConnectionError`: the connection failed or the answer
+  was cut off or not HTTP.
+
+An error status is not a failure here: the caller gets the :class:`Reply` and decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+__all__ = ["Reply", "Stream", "Transport"]
+
+
+@dataclass(slots=True)
+class Reply:
+    """A whole answer. ``headers`` has lower-case names."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class Stream(ABC):
+    """An answer whose body is read as it arrives (server-sent events)."""
+
+    status: int
+    headers: Mapping[str, str]  # lower-case names
+
+    @abstractmethod
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives: each item is all that came since the last one."""
+
+    @abstractmethod
+    async def read(self) -> bytes:
+        """The rest of the body, whole (for an error status)."""
+
+
+class Transport(ABC):
+    """Sends HTTP/1.1 requests to ``host:port`` servers over pooled connections.
+
+    One transport serves one event loop at a time; used from another loop it starts a new
+    pool there. ``server`` is ``host:port`` (or ``http(s)://host:port``) and ``target`` the
+    path with its query string.
+    """
+
+    @abstractmethod
+    async def request(self, method: str, server: str, target: str, *, body: bytes | None,
+                      headers: Mapping[str, str], timeout: float) -> Reply:
+        """Send one request and read the whole answer within ``timeout`` seconds."""
+
+    @abstractmethod
+    def stream(self, method: str, server: str, target: str, *, body: bytes | None,
+               headers: Mapping[str, str], timeout: float
+               ) -> contextlib.AbstractAsyncContextManager[Stream]:
+        """``async with transport.stream(...) as s``: the answer's head, its body to come.
+
+        ``timeout`` bounds the whole exchange, the body included.
+        """
+
+    @abstractmethod
+    async def close_async(self) -> None:
+        """Close every pooled connection (those of other, still-open loops there)."""
+
+    @property
+    @abstractmethod
+    def connections_in_use(self) -> int:
+        """Connections of the current pool handed out to a request and not yet back."""
