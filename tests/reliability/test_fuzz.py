@@ -298,6 +298,7 @@ def _load(path: Path) -> None:
 @example(header=HEADER, records=[{**VALID_TASK, "task_id": 2**64}])
 @example(header=HEADER, records=[{**VALID_MARK, "ts": 1e300}])
 @example(header={**HEADER, "wall_epoch": 1e300}, records=[VALID_TASK])
+@example(header=HEADER, records=[{**VALID_TASK, "error": []}])  # was a raw ValueError
 def test_fuzz_trace_loader(tmp_path_factory: pytest.TempPathFactory, header: Any,
                            records: list[Any]) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "t.jsonl"

@@ -139,7 +139,13 @@ def _mark(tid: int, ts: int, **changes: Any) -> Record:
     ([_header(), {"kind": "other"}], "records: record 1 has unknown kind 'other'"),
     ([_header(), _task(0, marks=[0, 0, 0, 0])],
      "records: malformed record 1: ValueError('marks must have 5 entries')"),
-], ids=["not a header", "unknown kind", "four marks"])
+    ([_header(), _task(0, error=[])],
+     "records: malformed record 1: ValueError(\"a task's error must be a string or null, "
+     "got list\")"),
+    ([_header(), _task(0, reason=3)],
+     "records: malformed record 1: ValueError(\"a task's reason must be a string or null, "
+     "got int\")"),
+], ids=["not a header", "unknown kind", "four marks", "error not text", "reason not text"])
 def test_malformed_records_are_refused_with_their_own_message(records: list[Record],
                                                               error: str) -> None:
     with pytest.raises(TraceSchemaError) as info:

@@ -215,8 +215,13 @@ class RecordReader(Buffers):
              MISSING if value is None else int(value))
             for local, kind, t, value in rec.get("events") or ()
         ]
+        reason, error = rec.get("reason"), rec.get("error")
+        for key, text in (("reason", reason), ("error", error)):
+            if text is not None and not isinstance(text, str):
+                raise ValueError(f"a task's {key} must be a string or null, "
+                                 f"got {type(text).__name__}")
         self.commit(int(rec["task_id"]), STATUS_CODES[rec["status"]], self.worker_code(worker),
-                    marks, rec.get("reason"), rec.get("error"), dict(rec.get("attrs") or {}),
+                    marks, reason, error, dict(rec.get("attrs") or {}),
                     sessions, spans, events)
 
 
