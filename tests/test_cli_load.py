@@ -111,6 +111,10 @@ def test_sglang_backend_and_sim_option(sglang_sim: str, tmp_path: Path,
                "--request-rate", "100", "--burstiness", "inf", *FAST])
     assert rc == 0
     assert "Successful requests:                     10" in capsys.readouterr().out
+    rc = main(["load", "--backend", "sglang", "--base-url", sglang_sim, "--num-prompts", "10",
+               "--request-rate", "100", "--transport", "aiohttp", *FAST])
+    assert rc == 0
+    assert "Successful requests:                     10" in capsys.readouterr().out
     rc = main(["load", "--sim", "--sim-time-scale", "0.02", "--backend", "sglang",
                "--num-prompts", "10", "--request-rate", "100", "--save-result",
                "--request-logprobs",  # the RL-style request (return_logprob) works too

@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv.add_argument("--tokenizer", default=None,
                      help="tokenizer.json or a model folder holding one: prompt lengths in "
                           "its tokens (default: the simulator's byte tokenizer)")
+    srv.add_argument("--transport", choices=("loop", "aiohttp"), default="loop",
+                     help="HTTP transport: the loop's own HTTP/1.1 client or aiohttp (loop)")
     srv.add_argument("--sim", action="store_true",
                      help="start a simulated --backend server in this process (ignores "
                           "--base-url/--host/--port)")

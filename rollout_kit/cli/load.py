@@ -120,7 +120,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         servers = {"sglang": [address] if args.backend == "sglang" else [],
                    "vllm": [address] if args.backend == "vllm" else []}
         ctl = RolloutController(sglang=servers["sglang"], vllm=servers["vllm"],
-                                engine_config=EngineConfig(stream=True, model=args.model),
+                                engine_config=EngineConfig(stream=True, model=args.model,
+                                                           transport=args.transport),
                                 executor_config=ExecutorConfig(max_concurrent_rollouts=cap),
                                 trace_path=args.trace_path)
         try:
