@@ -45,8 +45,9 @@ from ..tracing import annotate, dump_call, increment, traceparent
 from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from ..tracing.helpers import session_event
 from ..tracing.schema import CONTINUE
-from .backend import Backend, ControlRequest, Segment
+from .backend import Backend, Segment
 from .base import InferenceEngine
+from .control import ServerControl
 from .health import ServerHealth
 from .http import (
     HttpClient,
@@ -57,7 +58,6 @@ from .http import (
     parse_json,
 )
 from .output import Output, output_budget, parse_addresses
-from .prometheus import parse_prometheus
 from .routing import Router, route_key
 from .sglang import SGLangBackend
 from .vllm import VLLMBackend
@@ -70,7 +70,6 @@ __all__ = ["RemoteInfEngine", "RemoteSGLangEngine", "RemotevLLMEngine"]
 logger = logging.getLogger("rollout_kit.engines")
 
 _PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
-_MAX_PAUSE_POLL_S = 1.0
 
 
 class _State(enum.Enum):
@@ -106,7 +105,7 @@ class RemoteInfEngine(InferenceEngine):
         self._probe_task: asyncio.Task[None] | None = None
         self._version = 0
         self._model = self.config.model
-        self._generation_paused = False
+        self._control = ServerControl(self._http, backend, self.config, self.router.servers)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(name={self.name!r}, servers={list(self.servers)!r}, "
@@ -130,7 +129,7 @@ class RemoteInfEngine(InferenceEngine):
     @property
     def generation_paused(self) -> bool:
         """Whether this engine has paused generation on the servers (server-side pause)."""
-        return self._generation_paused
+        return self._control.paused
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -152,7 +151,8 @@ class RemoteInfEngine(InferenceEngine):
                 return
             await self._health.wait_until_healthy(self.name)
             if self.backend.needs_model and self._model is None:
-                self._model = await self._discover_model()
+                server = self.router.healthy[0] if self.router.healthy else self.servers[0]
+                self._model = await self._control.discover_model(server)
             self._start_probe()
             self._state = _State.OPENED
 
@@ -192,19 +192,6 @@ class RemoteInfEngine(InferenceEngine):
             raise ControllerStateError(f"engine {self.name} is closed; create a new one")
         await self.initialize_async()
 
-    async def _discover_model(self) -> str:
-        server = self.router.healthy[0] if self.router.healthy else self.servers[0]
-        body = await self._http.request_json(server, "GET", "/v1/models",
-                                             timeout=self.config.timeouts.request,
-                                             hint=self.backend.wrong_flavour_hint)
-        try:
-            return self.backend.model_from_models(body)
-        except _PARSE_ERRORS as exc:
-            raise EngineResponseError(
-                f"{server} /v1/models lists no model ({type(exc).__name__}); set "
-                f"EngineConfig.model: {truncate(body)}", server=server,
-                endpoint="/v1/models") from None
-
     # -- versions and server-side pause ----------------------------------------------------
 
     def get_version(self) -> int:
@@ -215,39 +202,25 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"version must be an int >= 0, got {version!r}")
         self._version = version
 
-    async def _control_all(self, req: ControlRequest) -> dict[str, Any]:
-        """Send ``req`` to every server concurrently (with retries); answers by server."""
-        await self._ensure_open()
-        cfg = self.config
-
-        async def one(server: str) -> Any:
-            return await call_with_retries(
-                lambda _i, timeout: self._http.request_json(
-                    server, req.method, req.endpoint, payload=req.payload, params=req.params,
-                    timeout=timeout),
-                policy=cfg.retry, request_timeout=cfg.timeouts.request,
-                total_timeout=cfg.timeouts.total, what=f"{req.endpoint} on {server}")
-
-        answers = await asyncio.gather(*(one(s) for s in self.servers))
-        return dict(zip(self.servers, answers, strict=True))
-
     async def pause_generation_async(self) -> None:
         """Server side: abort in-flight generations on every server and hold new ones.
 
         Aborted ``agenerate`` calls keep their partial output and wait until
         :meth:`continue_generation`. (Client-side dispatch control is ``pause()``.)
         """
-        self._generation_paused = True
+        self._control.paused = True
         try:
-            await self._control_all(self.backend.pause_request)
+            await self._ensure_open()
+            await self._control.call_all(self.backend.pause_request)
         except BaseException:
-            self._generation_paused = False
+            self._control.paused = False
             raise
 
     async def continue_generation_async(self) -> None:
         """Server side: resume generation on every server; waiting calls continue."""
-        await self._control_all(self.backend.resume_request)
-        self._generation_paused = False
+        await self._ensure_open()
+        await self._control.call_all(self.backend.resume_request)
+        self._control.paused = False
 
     async def update_weights_from_disk_async(self, path: str, version: int) -> None:
         """Load weights from ``path`` on every server and set the engine's version.
@@ -256,34 +229,9 @@ class RemoteInfEngine(InferenceEngine):
             ConfigError: the flavour has no such endpoint (stock vLLM).
             EngineError: a server refused or failed.
         """
-        req = self.backend.weights_from_disk_request(path, version)
-        answers = await self._control_all(req)
-        for server, body in answers.items():
-            problem = self.backend.check_weights_answer(body)
-            if problem is not None:
-                raise EngineResponseError(f"{server} {req.endpoint} failed: {truncate(problem)}",
-                                          server=server, endpoint=req.endpoint)
+        await self._ensure_open()
+        await self._control.update_weights_from_disk_async(path, version)
         self.set_version(version)
-
-    async def _wait_while_paused(self, server: str) -> None:
-        delay = self.config.pause_poll_interval
-        while self._generation_paused:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
-        probe = self.backend.paused_probe
-        if probe is None:
-            return  # SGLang holds new requests itself while paused
-        delay = self.config.pause_poll_interval
-        while True:
-            try:
-                body = await self._http.request_json(server, probe.method, probe.endpoint,
-                                                     timeout=self.config.timeouts.health)
-            except EngineError:
-                return  # no dev mode, or the server is gone: the retry policy takes over
-            if not self.backend.parse_paused(body):
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
 
     # -- generation --------------------------------------------------------------------
 
@@ -344,7 +292,7 @@ class RemoteInfEngine(InferenceEngine):
                         f"(EngineConfig.max_continuations={self.config.max_continuations})",
                         server=server, endpoint=self.backend.generate_endpoint)
                 n_cont += 1
-                await self._wait_while_paused(server)
+                await self._control.wait_while_paused(server)
                 session_event(CONTINUE, version=self._version)  # the version it resumes under
         except EngineError as exc:
             annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
@@ -532,21 +480,7 @@ class RemoteInfEngine(InferenceEngine):
             EngineError: a server does not serve metrics (SGLang needs
                 ``--enable-metrics``) or is unreachable.
         """
-        import pandas as pd
-
-        endpoint = self.backend.metrics_endpoint
-        bodies = await asyncio.gather(*(
-            self._http.request(s, "GET", endpoint, timeout=self.config.timeouts.request)
-            for s in self.servers))
-        rows: list[tuple[str, str, dict[str, str], float]] = []
-        for server, raw in zip(self.servers, bodies, strict=True):
-            try:
-                samples = parse_prometheus(raw.decode("utf-8", "replace"))
-            except ValueError as exc:
-                raise EngineResponseError(f"{server} {endpoint}: not Prometheus text ({exc})",
-                                          server=server, endpoint=endpoint) from None
-            rows.extend((server, x.metric, x.labels, x.value) for x in samples)
-        return pd.DataFrame(rows, columns=["server", "metric", "labels", "value"])
+        return await self._control.metrics_async()
 
 
 class RemoteSGLangEngine(RemoteInfEngine):

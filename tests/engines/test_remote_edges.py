@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 
 from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine, http, remote
+from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine, control, http, remote
 from rollout_kit.engines.backend import Segment
 from rollout_kit.engines.output import Output, output_budget
 from rollout_kit.engines.sglang import SGLangBackend
@@ -778,7 +778,7 @@ async def test_vllm_continuation_polls_is_paused_with_backoff(
             sim.resume()
 
         sleeps = PollSleeps(3, resume)
-        monkeypatch.setattr(remote, "asyncio", Proxy(asyncio, sleep=sleeps))
+        monkeypatch.setattr(control, "asyncio", Proxy(asyncio, sleep=sleeps))  # the pause wait
         # paused by someone else (not this engine): only /is_paused tells
         _after_first_run(sim, monkeypatch, lambda: sim.pause("abort"))
         cluster.servers[0].faults.force("abort", 1)
@@ -794,7 +794,7 @@ async def test_a_continuation_waits_for_continue_generation(
                      answer_fn=answer("z" * 100)) as cluster, \
             make_engine(flavour, cluster.addresses, pause_poll_interval=0.3) as engine:
         sleeps = PollSleeps(4, engine.continue_generation_async)
-        monkeypatch.setattr(remote, "asyncio", Proxy(asyncio, sleep=sleeps))
+        monkeypatch.setattr(control, "asyncio", Proxy(asyncio, sleep=sleeps))  # the pause wait
         _after_first_run(cluster.servers[0].engine, monkeypatch,
                          engine.pause_generation_async)
         cluster.servers[0].faults.force("abort", 1)
