@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..io import StopReason
 
 __all__ = [
+    "PARSE_ERRORS",
     "token_ids",
     "Backend",
     "ControlRequest",
@@ -30,6 +31,9 @@ __all__ = [
     "logprob",
 ]
 
+
+#: what an adapter's parser may raise on a body that does not follow the API
+PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 _TOKEN_ID_BOUND = 2**63  # what orjson (int64) can send back in a continuation
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import EngineConfig
 from ..errors import EngineError, EngineResponseError, truncate
-from .backend import Backend, ControlRequest
+from .backend import PARSE_ERRORS, Backend, ControlRequest
 from .http import HttpClient, call_with_retries
 from .prometheus import parse_prometheus
 
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ServerControl"]
 
-_PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 _MAX_PAUSE_POLL_S = 1.0
 
 
@@ -97,7 +96,7 @@ class ServerControl:
                                              hint=self._backend.wrong_flavour_hint)
         try:
             return self._backend.model_from_models(body)
-        except _PARSE_ERRORS as exc:
+        except PARSE_ERRORS as exc:
             raise EngineResponseError(
                 f"{server} /v1/models lists no model ({type(exc).__name__}); set "
                 f"EngineConfig.model: {truncate(body)}", server=server,

@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 import time
@@ -47,6 +46,7 @@ from ..errors import (
     truncate,
 )
 from .transport import Transport, make_transport
+from .transport.base import base_url
 
 __all__ = [
     "HttpClient",
@@ -77,13 +77,6 @@ def server_name(address: str) -> str:
         if a.startswith(prefix):
             a = a[len(prefix):]
     return a.rstrip("/")
-
-
-@functools.lru_cache(maxsize=1024)  # called per request with a handful of addresses
-def base_url(address: str) -> str:
-    """``http://host:port`` (scheme kept when given) of an address."""
-    a = address.strip().rstrip("/")
-    return a if a.startswith(("http://", "https://")) else f"http://{a}"
 
 
 # -- error mapping --------------------------------------------------------------------

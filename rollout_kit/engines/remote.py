@@ -45,7 +45,7 @@ from ..tracing import annotate, dump_call, increment, traceparent
 from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from ..tracing.helpers import session_event
 from ..tracing.schema import CONTINUE
-from .backend import Backend, Segment
+from .backend import PARSE_ERRORS, Backend, Segment
 from .base import InferenceEngine
 from .control import ServerControl
 from .health import ServerHealth
@@ -69,7 +69,6 @@ __all__ = ["RemoteInfEngine", "RemoteSGLangEngine", "RemotevLLMEngine"]
 
 logger = logging.getLogger("rollout_kit.engines")
 
-_PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 
 
 class _State(enum.Enum):
@@ -417,7 +416,7 @@ class RemoteInfEngine(InferenceEngine):
                           hint=self.backend.wrong_flavour_hint)
         try:
             return self.backend.parse_response(body)
-        except _PARSE_ERRORS as exc:
+        except PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, body) from None
 
     def _post(self, server: str, payload: dict[str, Any], timeout: float,
@@ -451,11 +450,11 @@ class RemoteInfEngine(InferenceEngine):
                 version = self._version
             try:
                 feed(event.data, event.t_ns)
-            except _PARSE_ERRORS as exc:
+            except PARSE_ERRORS as exc:
                 raise self._bad_body(server, exc, event.data) from None
         try:
             seg = parser.result()
-        except _PARSE_ERRORS as exc:
+        except PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, "<stream>") from None
         versions.extend([version] * (len(seg.tokens) - len(versions)))
         seg.versions = versions

@@ -24,7 +24,7 @@ from ...errors import (
     EngineUnreachableError,
     truncate,
 )
-from .base import Reply, Stream, Transport
+from .base import Reply, Stream, Transport, base_url
 
 __all__ = ["AIOHTTP_ERRORS", "AiohttpTransport", "aiohttp_error"]
 
@@ -52,11 +52,6 @@ def aiohttp_error(exc: TimeoutError | aiohttp.ClientError, server: str,
     return EngineConnectionError(
         f"{server} {endpoint}: connection failed ({type(exc).__name__}: "
         f"{truncate(str(exc), 200)})", server=server, endpoint=endpoint)
-
-
-def _url(server: str, target: str) -> str:
-    s = server.rstrip("/")
-    return (s if s.startswith(("http://", "https://")) else f"http://{s}") + target
 
 
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:
@@ -133,7 +128,7 @@ class AiohttpTransport(Transport):
                       headers: Mapping[str, str], timeout: float) -> Reply:
         self._in_use += 1
         try:
-            async with self._current().request(method, _url(server, target), data=body,
+            async with self._current().request(method, base_url(server) + target, data=body,
                                                headers=headers,
                                                timeout=self._timeout(timeout)) as resp:
                 data = await resp.read()
@@ -150,7 +145,7 @@ class AiohttpTransport(Transport):
         endpoint = target.split("?", 1)[0]
         self._in_use += 1
         try:
-            async with self._current().request(method, _url(server, target), data=body,
+            async with self._current().request(method, base_url(server) + target, data=body,
                                                headers=headers,
                                                timeout=self._timeout(timeout)) as resp:
                 yield _AiohttpStream(resp, server, endpoint)

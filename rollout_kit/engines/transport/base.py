@@ -16,11 +16,19 @@ An error status is not a failure here: the caller gets the :class:`Reply` and de
 from __future__ import annotations
 
 import contextlib
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Reply", "Stream", "Transport"]
+__all__ = ["Reply", "Stream", "Transport", "base_url"]
+
+
+@functools.lru_cache(maxsize=1024)  # called per request with a handful of addresses
+def base_url(address: str) -> str:
+    """``http://host:port`` (scheme kept when given) of an address."""
+    a = address.strip().rstrip("/")
+    return a if a.startswith(("http://", "https://")) else f"http://{a}"
 
 
 @dataclass(slots=True)

@@ -128,14 +128,9 @@ class LoopTransport(Transport):
     async def _acquire(self, pool: _Pool, server: str, endpoint: str, host: str, port: int,
                        tls: bool, deadline: float) -> Connection:
         """An idle connection to ``server``, or a new one."""
-        queue = pool.idle.get(server)
-        now = time.monotonic()
-        while queue:
-            conn, since = queue.pop()
-            if conn.usable and now - since < self._keepalive:
-                pool.open += 1
-                return conn
-            conn.abort()
+        conn = self._idle(pool, server)
+        if conn is not None:
+            return conn
         while self._limit and pool.open >= self._limit:
             fut = pool.loop.create_future()
             pool.waiters.append(fut)
@@ -154,19 +149,27 @@ class LoopTransport(Transport):
             finally:
                 if fut in pool.waiters:
                     pool.waiters.remove(fut)
-            queue = pool.idle.get(server)
-            while queue:
-                conn, since = queue.pop()
-                if conn.usable and time.monotonic() - since < self._keepalive:
-                    pool.open += 1
-                    return conn
-                conn.abort()
+            conn = self._idle(pool, server)
+            if conn is not None:
+                return conn
         pool.open += 1
         try:
             return await self._connect(pool, server, endpoint, host, port, tls, deadline)
         except BaseException:
             self._release(pool, server, None)
             raise
+
+    def _idle(self, pool: _Pool, server: str) -> Connection | None:
+        """The newest usable idle connection to ``server``, handed out; stale ones dropped."""
+        queue = pool.idle.get(server)
+        now = time.monotonic()
+        while queue:
+            conn, since = queue.pop()
+            if conn.usable and now - since < self._keepalive:
+                pool.open += 1
+                return conn
+            conn.abort()
+        return None
 
     async def _connect(self, pool: _Pool, server: str, endpoint: str, host: str, port: int,
                        tls: bool, deadline: float) -> Connection:
