@@ -263,3 +263,41 @@ def test_cli_prints_urls_and_stops_on_sigterm() -> None:
         proc.terminate()
         rc = proc.wait(timeout=10)
     assert rc == 0
+
+
+@pytest.mark.parametrize("api", ["sglang", "vllm"])
+async def test_zero_latency_stream_is_one_write_with_the_same_events(api: str) -> None:
+    """A zero-latency server sends a stream's events in one write at the end; the events,
+    and what the stream faults do to them, are those of a server with latency."""
+    path, body = GEN[api]
+    stream = {**body, "stream": True}
+    async with serve(api, zero_latency=True) as z, serve(api, time_scale=0.001) as t, \
+            aiohttp.ClientSession() as s:
+        writes: list[int] = []
+        original = aiohttp.web.StreamResponse.write
+
+        async def counting(self: aiohttp.web.StreamResponse, data: bytes) -> None:
+            writes.append(len(data))
+            await original(self, data)
+
+        aiohttp.web.StreamResponse.write = counting  # type: ignore[method-assign]
+        try:
+            st, zero_events = await sse(s, z.url + path, stream)
+        finally:
+            aiohttp.web.StreamResponse.write = original  # type: ignore[method-assign]
+        assert st == 200 and writes == []  # everything went out with the end of the body
+        st, timed_events = await sse(s, t.url + path, stream)
+        assert st == 200 and len(zero_events) == len(timed_events) > 20
+        assert zero_events[-1] == timed_events[-1] == "[DONE]"
+        # a reset mid-stream still delivers the events before the cut
+        z[0].set_faults(force={"kind": "reset"})
+        got: list[bytes] = []
+        with pytest.raises(aiohttp.ClientError):
+            async with s.post(z.url + path, json=stream) as r:
+                async for line in r.content:
+                    got.append(line)
+        assert any(line.startswith(b"data: {") for line in got)
+        # truncate: the events, without [DONE]
+        z[0].set_faults(force={"kind": "truncate"})
+        st, events = await sse(s, z.url + path, stream)
+        assert st == 200 and events and "[DONE]" not in events

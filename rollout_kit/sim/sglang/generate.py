@@ -178,7 +178,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     mark_aborts(fault, seqs)
     fmt = _Formatter(ctx, req)
     if req.stream:
-        sse = SSEWriter(request)
+        sse = SSEWriter(request, coalesce=ctx.config.zero_latency)
         await sse.prepare()
         ended = await SequenceStream(
             sse, engine, seqs, fmt.chunk, fault,

@@ -137,7 +137,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def _stream(request: web.Request, ctx: ServerContext, c: CommonParams, rid: str,
                   prompt: list[int], seqs: list[SimSequence],
                   top: int | None) -> web.StreamResponse:
-    sse = SSEWriter(request)
+    sse = SSEWriter(request, coalesce=ctx.config.zero_latency)
     await sse.prepare()
     model = ctx.config.model_name
     sent: dict[int, int] = {}

@@ -139,7 +139,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def _stream(request: web.Request, ctx: ServerContext, c: CommonParams, rid: str,
                   prompts: list[list[int]], seqs: list[SimSequence],
                   lp: int | None, fault: Fault | None) -> web.StreamResponse:
-    sse = SSEWriter(request)
+    sse = SSEWriter(request, coalesce=ctx.config.zero_latency)
     await sse.prepare()
     model = ctx.config.model_name
     text_sent: dict[int, int] = {}
