@@ -133,6 +133,27 @@ class LoopBinding:
             )
         return loop
 
+    def here(self) -> asyncio.AbstractEventLoop | None:
+        """On the thread the loop was bound on (or with none bound yet): :meth:`bind`;
+        on another thread: ``None`` (the caller hands its work over with
+        ``call_soon_threadsafe``). One call on ``submit``'s path instead of two.
+
+        Raises:
+            ControllerStateError: see :meth:`bind`.
+        """
+        thread = self._thread
+        if thread is not None and thread != threading.get_ident():
+            return None
+        loop = self._loop
+        if loop is not None:
+            try:
+                cur = asyncio.get_running_loop()
+            except RuntimeError:
+                return loop
+            if cur is loop:
+                return loop
+        return self.bind()
+
     def on_owner_thread(self) -> bool:
         """Whether the caller runs on the thread the loop was bound on (or none yet)."""
         return self._thread is None or self._thread == threading.get_ident()

@@ -181,7 +181,7 @@ async def test_a_big_submit_starts_one_slice_per_loop_turn() -> None:
     n = DISPATCH_SLICE + 8
     for i in range(n):
         d.enqueue(_job(i), loop)
-    assert len(started) == DISPATCH_SLICE == 32 and len(d.pending) == 8
+    assert len(started) == DISPATCH_SLICE == 16 and len(d.pending) == 8
     await until(lambda: len(started) == n)  # the rest in the next turn
     assert [j.task_id for j in started] == list(range(n))
 

@@ -221,22 +221,25 @@ class ControllerCore:
             DuplicateTaskIdError, InvalidTaskIdError: bad explicit id.
             ControllerStateError: closed, or the worker's queue is full.
         """
-        self.check_open("submit()")
+        if self._closed:
+            self.check_open("submit()")
         recipe = self.prepare(workflow, workflow_kwargs, should_accept_fn)
-        named = self._worker_named(worker) if worker is not None else None
         recipe.factory.validate(data)
-        target = named or self.scheduler.choose(self.workers)
-        on_thread = self.binding.on_owner_thread()
-        loop = self.binding.bind() if on_thread else self.binding.loop
+        if worker is not None:
+            target = self._worker_named(worker)
+        else:
+            target = self.scheduler.choose(self.workers)
+        loop = self.binding.here()  # None: another thread (hand the job over to the loop)
         target.check_room()
         tid = self.ids.next() if task_id is None else self.ids.claim(task_id)
         self.results.add(tid, target)
         job = Job(tid, data, recipe)
-        if on_thread:
+        if loop is not None:
             self._hand_over(target, job)
         else:
-            assert loop is not None
-            loop.call_soon_threadsafe(self._hand_over, target, job)
+            bound = self.binding.loop
+            assert bound is not None  # a thread other than the owner's: a loop is bound
+            bound.call_soon_threadsafe(self._hand_over, target, job)
         return tid
 
     def _hand_over(self, worker: Worker, job: Job) -> None:

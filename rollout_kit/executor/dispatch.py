@@ -24,7 +24,7 @@ from .staleness import capacity, stall_message
 __all__ = ["DISPATCH_SLICE", "Dispatcher", "Job"]
 
 #: Most tasks started per event-loop turn (keeps the loop responsive under big submits).
-DISPATCH_SLICE = 32
+DISPATCH_SLICE = 16
 
 
 @dataclass(slots=True, eq=False)

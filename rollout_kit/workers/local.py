@@ -156,6 +156,8 @@ class LocalScheduler:
 
     def choose(self, workers: Sequence[Worker]) -> Worker:
         """The worker for the next task."""
+        if len(workers) == 1:
+            return workers[0]
         if not workers:
             raise ConfigError("no workers to schedule on")
         start = next(self._rr) % len(workers)
