@@ -42,7 +42,7 @@ from ..errors import (
 )
 from ..io import ModelRequest, ModelResponse, StopReason
 from ..tracing import annotate, dump_call, increment, traceparent
-from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
+from ..tracing.dumps import SegmentRecord
 from ..tracing.helpers import session_event
 from ..tracing.schema import CONTINUE
 from .backend import PARSE_ERRORS, Backend, Segment
@@ -58,6 +58,7 @@ from .http import (
     parse_json,
 )
 from .output import Output, output_budget, parse_addresses
+from .recording import CallRecording
 from .routing import Router, route_key
 from .sglang import SGLangBackend
 from .vllm import VLLMBackend
@@ -248,13 +249,9 @@ class RemoteInfEngine(InferenceEngine):
             raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
                               "send one request per sample")
         dumping = dump_call()
-        seed_source: SeedSource | None = None
-        segments: list[SegmentRecord] | None = None
-        if dumping is not None:  # recorded for replay: every call is sent with a seed
-            seed_source = "user" if g.seed is not None else "derived"
-            if g.seed is None:
-                g = g.with_seed(dumping[0].seed_for(dumping[1]))
-            segments = []
+        rec = None if dumping is None else CallRecording(dumping, g)  # recorded for replay
+        if rec is not None:
+            g = rec.gconfig  # with its seed
         tp = traceparent() if self.config.trace_context else None
         headers = json_headers({"traceparent": tp}) if tp is not None else None
         prompt = list(req.input_ids)
@@ -275,9 +272,9 @@ class RemoteInfEngine(InferenceEngine):
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
                     budget = output_budget(g, len(prompt))
-                if segments is not None:
-                    segments.append(SegmentRecord(len(out.tokens), room, len(seg.tokens),
-                                                  seg.finish, server, self._version))
+                if rec is not None:
+                    rec.segments.append(SegmentRecord(len(out.tokens), room, len(seg.tokens),
+                                                      seg.finish, server, self._version))
                 out.add(seg, seg.versions or [self._version] * len(seg.tokens))
                 stop: StopReason | None = seg.finish
                 if stop != "abort":
@@ -296,30 +293,18 @@ class RemoteInfEngine(InferenceEngine):
         except EngineError as exc:
             annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
             increment(retries=state.retries, continuations=n_cont)
-            if dumping is not None and segments is not None:
-                self._dump(dumping, req, g, seed_source, prompt, out, None, exc.server or server,
-                           t0, math.nan, segments, error=truncate(str(exc)))
+            if rec is not None:
+                rec.write(engine=self.name, flavour=self.backend.flavour, model=self._model,
+                          req=req, prompt=prompt, out=out, stop=None,
+                          server=exc.server or server, t0=t0, latency=math.nan,
+                          error=truncate(str(exc)))
             raise
         resp = self._response(req, prompt, out, stop or "stop", t0, server, n_cont, state)
-        if dumping is not None and segments is not None:
-            self._dump(dumping, req, g, seed_source, prompt, out, resp.stop_reason, server, t0,
-                       resp.latency, segments)
+        if rec is not None:
+            rec.write(engine=self.name, flavour=self.backend.flavour, model=self._model,
+                      req=req, prompt=prompt, out=out, stop=resp.stop_reason, server=server,
+                      t0=t0, latency=resp.latency)
         return resp
-
-    def _dump(self, dumping: tuple[TrajectoryDump, Coordinate], req: ModelRequest,
-              g: GenerationConfig, seed_source: SeedSource | None, prompt: list[int],
-              out: Output, stop: StopReason | None, server: str | None, t0: int,
-              latency: float, segments: list[SegmentRecord], error: str | None = None) -> None:
-        """Write one call's replay coordinate into the trajectory dump."""
-        dump, where = dumping
-        ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
-        dump.record(where, rid=req.rid, engine=self.name, flavour=self.backend.flavour,
-                    model=self._model, gconfig=g, seed_source=seed_source, prompt_ids=prompt,
-                    prompt_text=req.text, output_ids=out.tokens, logprobs=out.logprobs,
-                    versions=out.versions, output_text=out.text if out.has_text else None,
-                    stop_reason=stop, server=server,
-                    start_wall=time.time() - (time.perf_counter_ns() - t0) / 1e9,
-                    latency_s=latency, ttft_s=ttft, segments=segments, error=error)
 
     def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
                   t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:

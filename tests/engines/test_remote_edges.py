@@ -21,7 +21,14 @@ import pytest
 from aiohttp import web
 
 from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine, control, http, remote
+from rollout_kit.engines import (
+    RemoteSGLangEngine,
+    RemotevLLMEngine,
+    control,
+    http,
+    recording,
+    remote,
+)
 from rollout_kit.engines.backend import Segment
 from rollout_kit.engines.output import Output, output_budget
 from rollout_kit.engines.sglang import SGLangBackend
@@ -813,8 +820,9 @@ async def test_the_dump_record_of_each_call_on_a_fake_clock(
     # each call reads perf_counter_ns for its t0, its end and the dump's start_wall
     ticks = iter([1_000_000_000, 3_500_000_000, 3_500_000_000,
                   10_000_000_000, 10_500_000_000])
-    monkeypatch.setattr(remote, "time", Proxy(time, perf_counter_ns=lambda: next(ticks),
-                                              time=lambda: 2_000.0))
+    clock = Proxy(time, perf_counter_ns=lambda: next(ticks), time=lambda: 2_000.0)
+    monkeypatch.setattr(remote, "time", clock)
+    monkeypatch.setattr(recording, "time", clock)  # the record's start_wall
     boom = EngineServerError("s9:1 /v1/completions answered HTTP 500: x", status=500,
                              server="s9:1")  # another server than the aborted segment's
     script = Script(seg([1, 2], "stop", text="ab", chunks=[(2_000_000_000, 2)]),
