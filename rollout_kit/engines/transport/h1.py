@@ -51,6 +51,7 @@ class Connection(asyncio.Protocol):
         self.keep_alive = True
         self.received = False  # any byte of the current answer arrived
         self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # of the current exchange
         self._body: list[bytes] = []
         self._size = 0  # bytes in _body
         self._paused = False
@@ -74,6 +75,7 @@ class Connection(asyncio.Protocol):
         self._pending, self._framing, self._left = b"", _NONE, 0
         self._crlf = self._trailers = False
         self._head_only = head_only
+        self._loop = loop
         self._timer = loop.call_at(deadline, self._expire)
         if not self.usable:
             self._fail(ConnectionResetError("the connection closed before the request"))
@@ -111,7 +113,8 @@ class Connection(asyncio.Protocol):
         """Until something new arrived: head, body bytes, the end, or a failure."""
         if self.error is not None:
             raise self.error
-        fut = asyncio.get_running_loop().create_future()
+        loop = self._loop  # (asyncio.get_running_loop() costs ~0.3 us in CPython 3.11)
+        fut = (loop if loop is not None else asyncio.get_running_loop()).create_future()
         self._waiter = fut
         try:
             await fut
