@@ -66,3 +66,35 @@ def test_rounds_ingested_elsewhere_give_the_same_frames() -> None:
     assert b.sessions[S.SERVER].iloc[0] == "h:1"
     assert b.events[S.VERSION].tolist() == [0, 1]
     assert b.spans[S.PHASE].tolist() == ["generate", "generate"]
+
+
+def test_rows_committed_across_the_settle_threshold_read_back_in_order() -> None:
+    """``commit`` keeps a task's rows in lists until SETTLE_AT values; every read (the
+    counts, frames, records, an ingest appending after them) sees all rows, in order."""
+    from rollout_kit.tracing.store import Store
+    from rollout_kit.tracing.store.buffers import SETTLE_AT
+    from rollout_kit.tracing.store.layout import T_STRIDE
+
+    st = Store()
+    assert st.worker_code(None) == 0
+    n = 2 * SETTLE_AT // T_STRIDE + 7  # crosses the threshold twice, then a partial tail
+    for i in range(n):
+        marks = [1000 + i, 2000 + i, 3000 + i, 4000 + i, 5000 + i]
+        sessions = [(i, 1, 10 + i, 20 + i, {"k": i} if i % 3 == 0 else {})]
+        spans = [0, 1, 11 + i, 12 + i, 0] * (i % 2 + 1)
+        st.commit(i, 1, 0, marks, "why" if i % 5 == 0 else None, None, {}, sessions, spans)
+        if i in (1, SETTLE_AT // T_STRIDE, n - 2):  # reads in the middle settle the lists
+            assert len(st) == i + 1 and st.n_sessions == i + 1
+    assert len(st) == n and st.n_sessions == n and st.n_spans == sum(i % 2 + 1 for i in range(n))
+    snap = st.snapshot()
+    assert list(snap.task_id) == list(range(n))
+    assert list(snap.marks[0]) == [1000 + i for i in range(n)]
+    assert list(snap.session_start) == [10 + i for i in range(n)]
+    assert [snap.reason[i] for i in range(0, n, 5)] == ["why"] * len(range(0, n, 5))
+    rows, values = snap.session_attrs["k"]
+    assert list(rows) == list(range(0, n, 3)) and values == list(range(0, n, 3))
+    # a batch of columns (a trace file's line) from a cursor holds the rows still in lists
+    st.commit(n, 1, 0, [1, 2, 3, 4, 5], None, None, {}, [], [])
+    rec, cursor = st.columns(0, n - 3, n_spans := st.n_spans, n - 3, 0)
+    assert rec is not None and list(rec["tasks"]["task_id"]) == [n - 3, n - 2, n - 1, n]
+    assert cursor == (n + 1, n_spans, n, 0)
