@@ -11,7 +11,9 @@ freezes its server's heap after start-up the same way.
 While at least one :class:`GcHold` is held, in the whole process:
 
 * the objects that existed when the first hold began are frozen (``gc.freeze()``): no pass
-  visits them. When the process had frozen objects itself before, the freeze is left alone;
+  visits them (unreachable cycles among them too, until the last release: the controller's
+  own objects free themselves by reference counting once closed, so a closed controller
+  leaves none). When the process had frozen objects itself before, the freeze is left alone;
 * the youngest generation's threshold is at least :data:`YOUNG_THRESHOLD` (never lowered).
 
 The last release restores the thresholds and unfreezes what the first hold froze (garbage

@@ -500,3 +500,35 @@ async def test_failure_reason_says_whose_fault_it_was(exc: Exception, reason: st
     with pytest.raises(WorkflowError, match=f"task {tid + 1} failed: {reason}"):
         await ex.wait_for_async(ex.submit({}, RaisingWorkflow(exc)), raise_on_failure=True)
     await ex.close_async()
+
+
+def test_a_closed_controller_is_freed_by_reference_counting_alone() -> None:
+    """No reference cycle outlives close: with the collector off, dropping the last
+    reference frees the executor, its engine and its tracer (a cycle would keep them until
+    a full collection, and ``GcHold`` freezes such garbage when the next controller
+    starts)."""
+    import gc
+    import weakref
+
+    async def run() -> dict[str, weakref.ref[Any]]:
+        engine = LocalEngine()
+        ctl = RolloutController(engine, executor_config=ExecutorConfig(
+            max_concurrent_rollouts=8))
+        await ctl.initialize_async()
+        for i in range(20):
+            ctl.submit({"sleep": 0, "i": i}, EchoWorkflow())
+        assert len(await ctl.wait_async(20)) == 20
+        await ctl.close_async()
+        return {"engine": weakref.ref(engine), "tracer": weakref.ref(ctl.tracer),
+                "executor": weakref.ref(ctl.workers[0].executor)}
+
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        refs = asyncio.run(run())
+        alive = [name for name, ref in refs.items() if ref() is not None]
+    finally:
+        if enabled:
+            gc.enable()
+    assert alive == []

@@ -253,9 +253,10 @@ class WorkflowExecutor:
         Leaves no asyncio task behind. Idempotent.
         """
         self._closed = True
-        if self.binding.loop is None:
-            return
-        await self._queue.close_async(self.binding.bind(), drain=drain, drop=self._closed_out)
+        if self.binding.loop is not None:
+            await self._queue.close_async(self.binding.bind(), drain=drain,
+                                          drop=self._closed_out)
+        self._queue.release()  # closed for good: no executor <-> dispatcher cycle left
 
     def __repr__(self) -> str:
         s = self.stats()

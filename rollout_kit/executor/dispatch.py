@@ -27,6 +27,10 @@ __all__ = ["DISPATCH_SLICE", "Dispatcher", "Job"]
 DISPATCH_SLICE = 16
 
 
+def _closed_start(job: Job) -> None:
+    raise ControllerStateError(f"task {job.task_id}: dispatch after the worker was closed")
+
+
 @dataclass(slots=True, eq=False)
 class Job:
     """One task on its way through a worker: its id (given from above), data and recipe."""
@@ -178,6 +182,15 @@ class Dispatcher:
             h.cancel()
         if handles:
             await asyncio.gather(*handles, return_exceptions=True)
+
+    def release(self) -> None:
+        """Drop the reference to the worker's ``start`` (call once the worker is closed).
+
+        The worker holds its dispatcher and the dispatcher its worker's bound ``start``:
+        without this the pair, with the engine and tracer the worker holds, outlives the
+        last reference until a full collection (and :class:`~rollout_kit._gc.GcHold`
+        freezes such garbage when a new controller starts)."""
+        self._start = _closed_start
 
     def stall_reason(self) -> str | None:
         """Why nothing can progress without outside action, or ``None`` when it can."""

@@ -323,6 +323,7 @@ class RayWorkerHandle:
         if self._binding.loop is not None:
             await self._queue.close_async(self._binding.bind(), drain=drain,
                                           drop=self._closed_out)
+        self._queue.release()
         if self.alive and self._started is not None:
             try:
                 await asyncio.wait_for(self.actor.close.remote(), timeout=10)
