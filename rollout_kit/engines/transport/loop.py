@@ -19,6 +19,7 @@ import asyncio
 import collections
 import contextlib
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Final, NoReturn
@@ -54,6 +55,7 @@ class _Pool:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.thread = threading.get_ident()  # the thread it was made on (its loop's)
         self.idle: dict[str, collections.deque[tuple[Connection, float]]] = {}
         self.open = 0  # connections handed out or being opened
         self.waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -94,8 +96,12 @@ class LoopTransport(Transport):
         return pool.open
 
     def _current(self) -> _Pool:
-        loop = asyncio.get_running_loop()
         pool = self._pool
+        if pool is not None and pool.thread == threading.get_ident() and pool.loop.is_running():
+            # its loop runs, on this thread: the running one (see LoopBinding.here: this
+            # skips asyncio.get_running_loop(), a getpid() system call per call in 3.11)
+            return pool
+        loop = asyncio.get_running_loop()
         if pool is not None and pool.loop is loop:
             return pool
         if pool is not None:
