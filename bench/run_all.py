@@ -70,6 +70,7 @@ README_ROWS: tuple[tuple[str, str, bool], ...] = (
     ("controller", "tasks/s", True),
     ("controller", "max event-loop lag", True),
     ("task cost", "µs per task", True),
+    ("task cost", "flatness", True),
     ("ray", "tasks/s", False),
     ("load", "highest Poisson rate", False),
 )
