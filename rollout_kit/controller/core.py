@@ -224,11 +224,9 @@ class ControllerCore:
         if self._closed:
             self.check_open("submit()")
         recipe = self.prepare(workflow, workflow_kwargs, should_accept_fn)
+        named = self._worker_named(worker) if worker is not None else None
         recipe.factory.validate(data)
-        if worker is not None:
-            target = self._worker_named(worker)
-        else:
-            target = self.scheduler.choose(self.workers)
+        target = named if named is not None else self.scheduler.choose(self.workers)
         loop = self.binding.here()  # None: another thread (hand the job over to the loop)
         target.check_room()
         tid = self.ids.next() if task_id is None else self.ids.claim(task_id)

@@ -220,7 +220,14 @@ class RecordReader(Buffers):
             if text is not None and not isinstance(text, str):
                 raise ValueError(f"a task's {key} must be a string or null, "
                                  f"got {type(text).__name__}")
-        self.commit(int(rec["task_id"]), STATUS_CODES[rec["status"]], self.worker_code(worker),
+        task_id = int(rec["task_id"])
+        # commit keeps rows as Python ints until they settle: check the 64-bit range here,
+        # so a bad value is this record's error and never reaches the store
+        values = [task_id, *marks, *spans, *(v for s in sessions for v in s[:4]),
+                  *(v for e in events for v in e)]
+        if min(values) < MISSING or max(values) >= -MISSING:
+            raise OverflowError("a number of the record does not fit in 64 bits")
+        self.commit(task_id, STATUS_CODES[rec["status"]], self.worker_code(worker),
                     marks, reason, error, dict(rec.get("attrs") or {}),
                     sessions, spans, events)
 
