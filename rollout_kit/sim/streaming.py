@@ -65,18 +65,19 @@ class SSEWriter:
     async def flush(self) -> None:
         """Write the events kept so far (``coalesce``)."""
         if self._held:
-            data = b"".join(self._held)
-            self._held.clear()
-            await self.response.write(data)
+            await self.response.write(self._take())
 
     async def finish(self, *, done: bool = True) -> web.StreamResponse:
         """Send ``data: [DONE]`` (unless ``done`` is False) and end the body."""
         if done:
             self._held.append(SSE_DONE)
+        await self.response.write_eof(self._take())
+        return self.response
+
+    def _take(self) -> bytes:
         data = b"".join(self._held)
         self._held.clear()
-        await self.response.write_eof(data)
-        return self.response
+        return data
 
 
 class SequenceStream:
