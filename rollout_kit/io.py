@@ -66,7 +66,10 @@ class ModelResponse:
     """What one ``agenerate`` call produced, with its client-side timings.
 
     ``ttft`` and ``itl`` are measured from the stream when streaming is on; otherwise
-    ``ttft`` is ``nan`` (never a copy of ``latency``) and ``itl`` is empty.
+    ``ttft`` is ``nan`` (never a copy of ``latency``) and ``itl`` is empty. ``latency`` and
+    ``ttft`` count from ``start``, the ``time.perf_counter()`` instant the engine began
+    timing the call (``nan`` for an engine that does not say): a caller that timed its own
+    call from earlier finds the first token at ``start + ttft``.
     """
 
     input_tokens: list[int] = field(default_factory=list)
@@ -83,6 +86,7 @@ class ModelResponse:
     retries: int = 0
     cached_tokens: int = 0
     server_timing: dict[str, float] = field(default_factory=dict)
+    start: float = math.nan
 
     @property
     def input_len(self) -> int:

@@ -315,7 +315,7 @@ class RemoteInfEngine(InferenceEngine):
             output_versions=out.versions, stop_reason=stop,
             text=out.text if out.has_text else None, latency=latency, ttft=ttft,
             itl=out.itl, server=server, n_continuations=n_cont, retries=state.retries,
-            cached_tokens=out.cached_tokens, server_timing=out.server_timing)
+            cached_tokens=out.cached_tokens, server_timing=out.server_timing, start=t0 / 1e9)
         attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid}
         if self.config.stream:
             attrs["ttft_s"] = ttft

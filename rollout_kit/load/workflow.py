@@ -190,13 +190,21 @@ class TaskRecord:
     version: int = -1
 
     def add(self, t0: float, resp: ModelResponse) -> None:
-        """File one finished call that started at ``t0``."""
+        """File one finished call made at ``t0``.
+
+        The engine times ``ttft`` and ``latency`` from its own ``start``, which comes after
+        ``t0`` (opening the engine, building the request): the first token is filed at
+        ``start + ttft`` and the end at ``start + latency``, so TTFT and E2EL count from the
+        call, as ``vllm bench serve`` counts from before its request is built. An engine
+        without a ``start`` is taken to have started at ``t0``.
+        """
         self.done_calls += 1
+        start = resp.start if resp.start >= t0 else t0  # NaN compares false
         if not math.isnan(resp.ttft):
-            ft = t0 + resp.ttft
+            ft = start + resp.ttft
             if math.isnan(self.first_token) or ft < self.first_token:
                 self.first_token = ft
-        end = t0 + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
+        end = start + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
         if math.isnan(self.end) or end > self.end:
             self.end = end
         self.retries += resp.retries

@@ -277,3 +277,41 @@ async def test_load_requests_ask_no_logprobs_unless_the_gconfig_does(
         for lps, ids in zip(calls["logprobs"], calls["output_ids"], strict=True):
             assert len(lps) == len(ids) == 6
             assert all(np.isfinite(lps)) if want else all(np.isnan(lps))
+
+
+
+def test_ttft_and_e2el_count_from_the_call_not_from_the_engines_own_start() -> None:
+    """The engine times ``ttft``/``latency`` from its own ``start``; the record counts from
+    the workflow's call: here the engine started 0.3 s after the call, so the first token
+    came 0.35 s and the end 0.5 s after it (adding ``ttft`` to the call's time would say
+    0.05 s)."""
+    from rollout_kit.io import ModelResponse
+    from rollout_kit.load.workflow import TaskRecord
+
+    rec = TaskRecord()
+    rec.add(10.0, ModelResponse(output_tokens=[1, 2], latency=0.2, ttft=0.05, start=10.3))
+    assert rec.first_token == pytest.approx(10.35) and rec.end == pytest.approx(10.5)
+    untimed = TaskRecord()  # an engine that does not say when it started: the call's time
+    untimed.add(10.0, ModelResponse(output_tokens=[1], latency=0.2, ttft=0.05))
+    assert untimed.first_token == pytest.approx(10.05) and untimed.end == pytest.approx(10.2)
+
+
+async def test_the_remote_engine_says_when_it_started_timing(ctl: RolloutController) -> None:
+    """``ModelResponse.start`` of a real call lies between the call and its return, and the
+    load frame's TTFT counts from the call: it is the engine's own TTFT plus the time the
+    engine took to start (Python code, microseconds at least; 0 before ``start``)."""
+    import time
+
+    from rollout_kit.io import ModelRequest
+
+    t0 = time.perf_counter()
+    resp = await ctl.engines[0].generate_async(ModelRequest(input_ids=[5, 6, 7],
+                                                        gconfig=GenerationConfig(
+                                                            max_new_tokens=3)))
+    t1 = time.perf_counter()
+    assert t0 <= resp.start <= resp.start + resp.latency <= t1
+    run = await run_load_async(ctl, synthetic(20, input_len=8, output_len=4),
+                               LoadSpec(arrivals=Arrivals(rate=200.0, seed=0)))
+    engine_ttft = ctl.tracer.frames().sessions.groupby("task_id")["ttft_s"].min()
+    frame = run.frame
+    assert (frame["ttft_s"] - engine_ttft.reindex(frame.index) > 1e-7).all()
