@@ -93,8 +93,9 @@ async def replay_call(engine: InferenceEngine, call: Mapping[str, Any]) -> Repla
         except (EngineError, ConfigError) as exc:
             out.error = truncate(f"{type(exc).__name__}: {exc}")
             break
-        if math.isnan(out.ttft_s) and not math.isnan(resp.ttft):
-            out.ttft_s = time.perf_counter() - t0 - resp.latency + resp.ttft
+        if math.isnan(out.ttft_s) and not math.isnan(resp.ttft):  # from the engine's start
+            start = resp.start if resp.start >= t0 else time.perf_counter() - resp.latency
+            out.ttft_s = start + resp.ttft - t0
         out.output_ids.extend(resp.output_tokens)
         out.logprobs.extend(resp.output_logprobs)
         out.text += resp.text or ""
