@@ -15,8 +15,11 @@ The meaning is ``vllm bench serve``'s (``vllm/benchmarks/serve.py::get_request``
   bound in time, ``start + (end - start) * t / duration`` at the current time ``t``;
 * :meth:`Arrivals.schedule`: a fixed list of timestamps (a trace), replayed as given.
 
-Randomness comes from ``numpy.random.default_rng(seed)`` only: the same seed gives the same
-offsets, and nothing global is touched.
+Randomness comes from a ``numpy.random.RandomState(seed)`` of its own (nothing global is
+touched): ``vllm bench serve --seed S`` seeds numpy's global legacy generator with ``S`` and
+draws its gaps from it, one per request, so the same seed, rate and burstiness give **the
+same due times** in both tools (checked against vllm's own ``get_request``). The legacy
+generator's streams are also the ones numpy keeps fixed across its versions.
 
 Usage::
 
@@ -60,7 +63,8 @@ class Arrivals:
         burstiness: the gamma shape (``vllm bench serve --burstiness``): 1 Poisson, ``< 1``
             burstier, ``> 1`` smoother, ``inf`` constant gaps.
         ramp_up: ``(start_rps, end_rps)``, a linear ramp over the run (both finite, > 0).
-        seed: seed of the ``numpy.random.Generator`` drawing the gaps.
+        seed: seed of the ``numpy.random.RandomState`` drawing the gaps (vllm's
+            ``--seed``).
         normalize: rescale offsets so the ``n``-th lands at ``n / rate`` (vllm does; only
             for :meth:`offsets` with a finite ``rate`` and no ramp).
         timestamps: a fixed schedule (see :meth:`schedule`); the other fields are unused.
@@ -123,7 +127,7 @@ class Arrivals:
             return "constant"
         return "poisson" if self.burstiness == 1.0 else "gamma"
 
-    def _gaps(self, rng: np.random.Generator, rates: np.ndarray | float,
+    def _gaps(self, rng: np.random.RandomState, rates: np.ndarray | float,
               size: int) -> np.ndarray:
         if math.isinf(self.burstiness):
             return np.broadcast_to(1.0 / np.asarray(rates, dtype=float), (size,)).copy()
@@ -146,7 +150,7 @@ class Arrivals:
             return np.asarray(self.timestamps[:n], dtype=float)
         if n == 0:
             return np.zeros(0)
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.RandomState(self.seed)
         if self.ramp_up is not None:
             start, end = self.ramp_up
             progress = np.arange(n) / (n - 1) if n > 1 else np.zeros(1)
@@ -180,7 +184,7 @@ class Arrivals:
                 raise ConfigError("rate=inf (everything at t=0) needs a bound in requests "
                                   "(num_requests), not only a duration")
             return np.zeros(limit)
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.RandomState(self.seed)
         if self.ramp_up is not None:
             start, end = self.ramp_up
             times: list[float] = []

@@ -13,8 +13,9 @@ from rollout_kit.load.arrivals import _CHUNK
 
 
 def _vllm_offsets(n: int, rate: float, burstiness: float, seed: int) -> np.ndarray:
-    """vllm's get_request, written out: gamma gaps, cumulated, rescaled to end at n/rate."""
-    rng = np.random.default_rng(seed)
+    """vllm's get_request, written out: gamma gaps from the legacy generator ``--seed``
+    seeds, cumulated, rescaled to end at n/rate."""
+    rng = np.random.RandomState(seed)
     theta = 1.0 / (rate * burstiness)
     delays: np.ndarray = np.cumsum(rng.gamma(shape=burstiness, scale=theta, size=n))
     out: np.ndarray = delays * ((n / rate) / delays[-1])
@@ -29,9 +30,22 @@ def test_gamma_offsets_match_the_definition(burstiness: float) -> None:
     assert np.all(np.diff(got) >= 0)
 
 
+#: the due times vllm bench serve's own ``get_request`` gave for ``np.random.seed(0)``, 10
+#: requests at 20 req/s, burstiness 1 (vllm in the CPU venv of the tests; asyncio.sleep
+#: patched to record its intervals)
+VLLM_SEED0_RATE20 = [0.033302988723448834, 0.08585681172871773, 0.12448864337864052,
+                     0.1574286996686851, 0.18048706062484143, 0.22392834054767263,
+                     0.24801066659711068, 0.3410529838140519, 0.47976390103247013, 0.5]
+
+
+def test_the_same_seed_gives_vllm_bench_serves_due_times() -> None:
+    got = Arrivals(rate=20.0, seed=0).offsets(10)
+    np.testing.assert_allclose(got, VLLM_SEED0_RATE20, rtol=1e-10)
+
+
 def test_without_normalizing_the_gaps_are_the_raw_gamma_draws() -> None:
     got = Arrivals(rate=10.0, burstiness=0.25, seed=3, normalize=False).offsets(1000)
-    rng = np.random.default_rng(3)
+    rng = np.random.RandomState(3)
     np.testing.assert_allclose(got, np.cumsum(rng.gamma(0.25, 1 / (10.0 * 0.25), 1000)))
 
 
@@ -64,7 +78,7 @@ def test_seeded() -> None:
 def test_linear_ramp_up_by_request_index() -> None:
     n = 200
     got = Arrivals(ramp_up=(10.0, 100.0), seed=5).offsets(n)
-    rng = np.random.default_rng(5)
+    rng = np.random.RandomState(5)
     rates = 10.0 + 90.0 * np.arange(n) / (n - 1)
     np.testing.assert_allclose(got, np.cumsum(rng.gamma(1.0, 1.0 / rates, n)))
     constant = Arrivals(ramp_up=(1.0, 3.0), burstiness=math.inf).offsets(3)
@@ -75,7 +89,7 @@ def test_until_a_time_bound() -> None:
     # more arrivals than one chunk of draws: the chunks continue the same stream
     arr = Arrivals(rate=1000.0, seed=2)
     got = arr.until(10.0)
-    rng = np.random.default_rng(2)
+    rng = np.random.RandomState(2)
     ref = np.cumsum(rng.gamma(1.0, 1 / 1000.0, 4 * _CHUNK))
     np.testing.assert_allclose(got, ref[ref < 10.0])
     assert len(got) > _CHUNK and got[-1] < 10.0
