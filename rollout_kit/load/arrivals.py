@@ -88,8 +88,9 @@ class Arrivals:
                 raise ConfigError(f"ramp_up must be (start_rps, end_rps), got {self.ramp_up!r}")
             _positive("ramp_up start_rps", self.ramp_up[0], allow_inf=False)
             _positive("ramp_up end_rps", self.ramp_up[1], allow_inf=False)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
+        if (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
+                or self.seed >= 2**32):  # RandomState's range
+            raise ConfigError(f"seed must be an int in [0, 2**32), got {self.seed!r}")
         if self.timestamps is not None:
             ts = np.asarray(self.timestamps, dtype=float)
             if ts.ndim != 1 or not len(ts):

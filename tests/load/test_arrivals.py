@@ -144,6 +144,9 @@ def test_bad_ramp_seed_and_counts() -> None:
         Arrivals(ramp_up=(1.0, math.inf))
     with pytest.raises(ConfigError, match="seed"):
         Arrivals(seed=-1)
+    with pytest.raises(ConfigError, match=r"seed must be an int in \[0, 2\*\*32\)"):
+        Arrivals(seed=2**32)  # beyond the legacy generator's seeds: one clear error
+    assert len(Arrivals(rate=1.0, seed=2**32 - 1).offsets(3)) == 3
     with pytest.raises(ConfigError, match="number of requests"):
         Arrivals(rate=1.0).offsets(-1)
     with pytest.raises(ConfigError, match="duration"):
