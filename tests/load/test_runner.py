@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
 from rollout_kit.controller import RolloutController
 from rollout_kit.errors import ConfigError
+from rollout_kit.io import ModelRequest, ModelResponse
 from rollout_kit.load import (
     Arrivals,
     GenerateRequest,
@@ -31,6 +33,7 @@ from rollout_kit.load import (
     synthetic,
 )
 from rollout_kit.load.runner import FRAME_COLUMNS
+from rollout_kit.load.workflow import TaskRecord
 from rollout_kit.sim import SimCluster, serve, serve_in_thread
 from rollout_kit.workflows import SingleTurnWorkflow
 
@@ -279,15 +282,11 @@ async def test_load_requests_ask_no_logprobs_unless_the_gconfig_does(
             assert all(np.isfinite(lps)) if want else all(np.isnan(lps))
 
 
-
 def test_ttft_and_e2el_count_from_the_call_not_from_the_engines_own_start() -> None:
     """The engine times ``ttft``/``latency`` from its own ``start``; the record counts from
     the workflow's call: here the engine started 0.3 s after the call, so the first token
     came 0.35 s and the end 0.5 s after it (adding ``ttft`` to the call's time would say
     0.05 s)."""
-    from rollout_kit.io import ModelResponse
-    from rollout_kit.load.workflow import TaskRecord
-
     rec = TaskRecord()
     rec.add(10.0, ModelResponse(output_tokens=[1, 2], latency=0.2, ttft=0.05, start=10.3))
     assert rec.first_token == pytest.approx(10.35) and rec.end == pytest.approx(10.5)
@@ -300,10 +299,6 @@ async def test_the_remote_engine_says_when_it_started_timing(ctl: RolloutControl
     """``ModelResponse.start`` of a real call lies between the call and its return, and the
     load frame's TTFT counts from the call: it is the engine's own TTFT plus the time the
     engine took to start (Python code, microseconds at least; 0 before ``start``)."""
-    import time
-
-    from rollout_kit.io import ModelRequest
-
     t0 = time.perf_counter()
     resp = await ctl.engines[0].generate_async(ModelRequest(input_ids=[5, 6, 7],
                                                         gconfig=GenerationConfig(
