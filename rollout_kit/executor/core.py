@@ -22,7 +22,6 @@ Reasons: ``returned_none`` and ``should_accept_fn`` (rejected), ``cancelled`` / 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import inspect
 import traceback
@@ -122,7 +121,7 @@ class WorkflowExecutor:
         loop = self.binding.loop  # dispatch runs on the bound loop
         assert loop is not None
         job.handle = loop.create_task(self._run(job), name=f"rollout-{job.task_id}",
-                                      context=contextvars.Context())
+                                      context=self.tracer.task_context(job.task_id))
         job.handle.add_done_callback(functools.partial(self._on_handle_done, job))
 
     async def _run(self, job: Job) -> None:
@@ -134,26 +133,25 @@ class WorkflowExecutor:
         error: BaseException | None = None
         tb: str | None = None
         traj: Any = None
-        with tracer.task_scope(tid):
-            tracer.mark(tid, "start")
-            try:
-                traj = await recipe.factory().arun_episode(self.engine, job.data)
-                if traj is None:
-                    status, reason = "rejected", "returned_none"
-                elif recipe.accept_fn is not None:
-                    ok = recipe.accept_fn(traj)
-                    if inspect.isawaitable(ok):
-                        ok = await ok
-                    if not ok:
-                        status, reason = "rejected", "should_accept_fn"
-            except asyncio.CancelledError:
-                status, reason, traj = "cancelled", "cancelled", None
-            except EngineError as exc:  # the server's side: no_healthy_server, timeout, …
-                status, reason, error, traj = "failed", exc.failure_reason, exc, None
-                tb = traceback.format_exc()
-            except Exception as exc:
-                status, reason, error, traj = "failed", "workflow_exception", exc, None
-                tb = traceback.format_exc()
+        tracer.mark(tid, "start")  # in the task's own context: the task is current
+        try:
+            traj = await recipe.factory().arun_episode(self.engine, job.data)
+            if traj is None:
+                status, reason = "rejected", "returned_none"
+            elif recipe.accept_fn is not None:
+                ok = recipe.accept_fn(traj)
+                if inspect.isawaitable(ok):
+                    ok = await ok
+                if not ok:
+                    status, reason = "rejected", "should_accept_fn"
+        except asyncio.CancelledError:
+            status, reason, traj = "cancelled", "cancelled", None
+        except EngineError as exc:  # the server's side: no_healthy_server, timeout, …
+            status, reason, error, traj = "failed", exc.failure_reason, exc, None
+            tb = traceback.format_exc()
+        except Exception as exc:
+            status, reason, error, traj = "failed", "workflow_exception", exc, None
+            tb = traceback.format_exc()
         self._finish(job, status, reason, error=error, tb=tb, trajectory=traj)  # marks end
 
     def _on_handle_done(self, job: Job, _handle: asyncio.Task[None]) -> None:

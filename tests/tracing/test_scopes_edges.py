@@ -1,7 +1,8 @@
 """The tracer's scopes on their less common paths: an async phase of a given session (its
 fast path) and a scope entered twice, phases and sessions as decorators of a given tracer
 (called where no tracer is current), a session of an explicit task under another current
-task, a session of another tracer, async task scopes, and the exact error messages.
+task, a session of another tracer, async task scopes, task contexts (what the executor runs
+a workflow in), and the exact error messages.
 
 Phase names here are made afresh (:func:`_fresh`), so each is unregistered at its first use
 (the registration path of ``PhaseScope``) even when one process runs the tests many times,
@@ -189,3 +190,27 @@ def test_a_task_scope_of_an_unknown_or_finalized_task() -> None:
     with pytest.raises(TraceStateError, match=r"^task_scope: task_id 1 is already finalized$"):
         with tr.task_scope(1):
             pass
+
+
+async def test_a_task_context_makes_the_task_current_in_its_asyncio_task_only() -> None:
+    tr = _tracer(5, 6)
+    context = tr.task_context(5)
+    assert current_task_id() is None and current_tracer() is None  # not in the caller's
+    assert context.run(current_task_id) == 5 and context.run(current_tracer) is tr
+
+    async def work() -> tuple[int | None, int | None]:
+        with tr.session() as sid:  # the task is current: the session is the task's
+            return current_task_id(), sid
+
+    got = await asyncio.get_running_loop().create_task(work(), context=context)
+    assert got == (5, 0) and current_task_id() is None
+    assert tr.task_context(6).run(current_task_id) == 6  # each context its own task
+    tr.finalize(5, "accepted")
+    assert tr.frames().sessions.index.get_level_values(S.TASK_ID).tolist() == [5]
+    with pytest.raises(TraceStateError, match=r"^task_context: task_id 5 is already "
+                                              r"finalized$"):
+        tr.task_context(5)
+    with pytest.raises(UnknownTaskIdError, match=r"task_context: task_id 9 was never"):
+        tr.task_context(9)
+    off = Tracer(enabled=False)
+    assert off.task_context(9).run(current_tracer) is off  # a disabled tracer checks nothing

@@ -4,7 +4,7 @@ Usage::
 
     tr = Tracer(path="traces.jsonl")
     tr.register_task(0)                      # the caller owns the id; submit mark now
-    with tr.task_scope(0):                   # what the executor wraps a workflow run in
+    with tr.task_scope(0):                   # the executor runs a workflow in task_context(0)
         tr.mark(0, "start")
         async with tr.session() as sid:      # one generated sample
             async with tr.phase("generate"):
