@@ -235,20 +235,20 @@ def _agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path
     theirs: list[dict[str, Any]] = []
     over: dict[str, list[float]] = {"ours": [], "theirs": []}  # client − server mean, ms
 
-    def seen(side: str, run: Any) -> Any:
+    def seen(side: str, run: Any) -> dict[str, Any]:
+        """``run()``'s result; with ``server_view`` also its TTFT over the server's."""
         before = _server_ttft(url) if server_view else (0.0, 0.0)
-        got = run()
+        got: dict[str, Any] = run()
         if server_view:
             after = _server_ttft(url)
             k = after[1] - before[1]  # vllm bench adds its one test request
             server_ms = (after[0] - before[0]) / k * 1e3 if k > 0 else math.nan
-            client = got[0] if side == "theirs" else got
-            over[side].append(float(client["mean_ttft_ms"]) - server_ms)
+            over[side].append(float(got["mean_ttft_ms"]) - server_ms)
         return got
 
     for i in range(rounds):  # interleaved: theirs, ours, theirs, ours
-        theirs += seen("theirs", lambda i=i: _theirs(url, tok, [(rate, n)], OUTPUT_LEN,
-                                                     folder, f"agree{i}"))
+        theirs.append(seen("theirs", lambda i=i: _theirs(url, tok, [(rate, n)], OUTPUT_LEN,
+                                                         folder, f"agree{i}")[0]))
         ours.append(seen("ours", lambda i=i: _ours(url, tok, rate, n, OUTPUT_LEN,
                                                    folder / f"ours-agree{i}.json")))
     out = []

@@ -126,14 +126,13 @@ class WorkflowExecutor:
 
     async def _run(self, job: Job) -> None:
         tid = job.task_id
-        tracer = self.tracer
         recipe = job.recipe
         status: Status = "accepted"
         reason: str | None = None
         error: BaseException | None = None
         tb: str | None = None
         traj: Any = None
-        tracer.mark(tid, "start")  # in the task's own context: the task is current
+        self.tracer.mark(tid, "start")  # in the task's own context: the task is current
         try:
             traj = await recipe.factory().arun_episode(self.engine, job.data)
             if traj is None:

@@ -284,8 +284,9 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
                     assert resp is not None
                     break
                 misses.append(f"{why} (lead {lead:.2f} s, late {late:.2f} s)")
-                starved += why.startswith("finished") and late > STARVED_S
-                lead = lead / 3 if why.startswith("finished") else lead * 2
+                finished = why.startswith("finished")
+                starved += finished and late > STARVED_S
+                lead = lead / 3 if finished else lead * 2
             else:
                 if starved == tries:  # the machine, not the engine: say so, do not pass
                     pytest.skip(f"every try's pause came > {STARVED_S} s after its lead, "
