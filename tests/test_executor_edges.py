@@ -312,6 +312,23 @@ async def test_cancel_before_the_first_step() -> None:
     await h.ex.close_async()
 
 
+async def test_a_task_cancelled_by_someone_else_before_its_first_step_still_ends() -> None:
+    # asyncio.run's shutdown or user code cancelling every task: the workflow's coroutine
+    # never runs, so the executor must hear of the cancel itself (RolloutTask.cancel)
+    h = Harness()
+    h.submit(0)
+    h.submit(1)
+    (handle,) = [t for t in asyncio.all_tasks() if t.get_name() == "rollout-0"]
+    assert handle.cancel() is True and handle.cancel() is True  # twice: finished once
+    h.flow.release(1)
+    await h.done(2)
+    got = {r.task_id: (r.status, r.reason) for r in h.results}
+    assert got == {0: ("cancelled", "cancelled"), 1: ("accepted", None)}
+    assert h.flow.started == [1] and h.ex.stats()["cancelled"] == 1
+    assert h.tracer.tasks_df().loc[0, S.STATUS] == "cancelled"
+    await h.ex.close_async()
+
+
 async def test_close_cancels_queued_and_running_and_refuses_later_work() -> None:
     h = Harness(max_concurrent_rollouts=1)
     h.submit(0)

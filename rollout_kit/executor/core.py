@@ -22,10 +22,11 @@ Reasons: ``returned_none`` and ``should_accept_fn`` (rejected), ``cancelled`` / 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from .._loop import LoopBinding
@@ -48,6 +49,37 @@ def error_text(error: BaseException) -> str:
     engine error (``no healthy server (127.0.0.1:1) — NoHealthyServerError: …``)."""
     text = f"{type(error).__name__}: {error}"
     return f"{error.brief} — {text}" if isinstance(error, EngineError) else text
+
+
+class RolloutTask(asyncio.Task[None]):
+    """A workflow's asyncio task: tells its executor when it is asked to cancel.
+
+    An asyncio task cancelled before its first step never runs its coroutine, so the
+    executor must then finish the job itself. A done callback on every task would see it,
+    but cost 5 % of a task's instructions (callgrind, ``bench/bench_task_cost.py``); this
+    task calls ``on_cancel(task_id)`` once, at the first ``cancel()`` by anyone (the
+    executor, ``asyncio.run``'s shutdown, user code), and only then is a callback attached.
+    It holds the task's id, not its job: the job holds the task. Made directly, so a task
+    factory set on the loop is not used for workflow tasks.
+    """
+
+    __slots__ = ("_on_cancel", "_task_id")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], task_id: int,
+                 on_cancel: Callable[[int], None] | None, *,
+                 loop: asyncio.AbstractEventLoop, name: str,
+                 context: contextvars.Context) -> None:
+        super().__init__(coro, loop=loop, name=name, context=context)
+        self._task_id = task_id
+        self._on_cancel = on_cancel
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        """Request cancellation (as ``asyncio.Task.cancel``); the first request of a task
+        not done yet is reported to the executor."""
+        watch, self._on_cancel = self._on_cancel, None
+        if watch is not None and not self.done():
+            watch(self._task_id)
+        return super().cancel(msg)
 
 
 class WorkflowExecutor:
@@ -120,9 +152,9 @@ class WorkflowExecutor:
         self.tracer.mark(job.task_id, "dispatch")
         loop = self.binding.loop  # dispatch runs on the bound loop
         assert loop is not None
-        job.handle = loop.create_task(self._run(job), name=f"rollout-{job.task_id}",
-                                      context=self.tracer.task_context(job.task_id))
-        job.handle.add_done_callback(functools.partial(self._on_handle_done, job))
+        job.handle = RolloutTask(self._run(job), job.task_id, self._watch, loop=loop,
+                                 name=f"rollout-{job.task_id}",
+                                 context=self.tracer.task_context(job.task_id))
 
     async def _run(self, job: Job) -> None:
         tid = job.task_id
@@ -152,6 +184,13 @@ class WorkflowExecutor:
             status, reason, error, traj = "failed", "workflow_exception", exc, None
             tb = traceback.format_exc()
         self._finish(job, status, reason, error=error, tb=tb, trajectory=traj)  # marks end
+
+    def _watch(self, task_id: int) -> None:
+        """The asyncio task of running task ``task_id`` is asked to cancel: finish the job
+        if that task ends without having run ``_run`` (cancelled before its first step)."""
+        job = self._queue.running.get(task_id)
+        if job is not None and job.handle is not None:
+            job.handle.add_done_callback(functools.partial(self._on_handle_done, job))
 
     def _on_handle_done(self, job: Job, _handle: asyncio.Task[None]) -> None:
         if job.task_id in self._queue.running:  # cancelled before its first step
