@@ -95,25 +95,24 @@ class LoopBinding:
     sync code with no running loop, to this thread's private loop, whose tasks progress
     whenever a blocking call runs it. Every object of one controller shares one binding, so
     the loop check is made in one place.
+
+    Attributes:
+        loop: the bound loop, or ``None`` before first use (read only: set by binding). An
+            attribute, not a property: the executor reads it twice per task.
     """
 
-    __slots__ = ("_loop", "_thread")
+    __slots__ = ("_thread", "loop")
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: int | None = None
         loop = running_loop()
         if loop is not None:
             self._set(loop)
 
     def _set(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self.loop = loop
         self._thread = threading.get_ident()
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        """The bound loop, or ``None`` before first use."""
-        return self._loop
 
     def bind(self) -> asyncio.AbstractEventLoop:
         """The loop, binding now if unbound.
@@ -122,9 +121,9 @@ class LoopBinding:
             ControllerStateError: called while another loop runs on this thread.
         """
         cur = running_loop()
-        if self._loop is None:
+        if self.loop is None:
             self._set(cur if cur is not None else private_loop())
-        loop = self._loop
+        loop = self.loop
         assert loop is not None
         if cur is not None and cur is not loop:
             raise ControllerStateError(
@@ -144,7 +143,7 @@ class LoopBinding:
         thread = self._thread
         if thread is not None and thread != threading.get_ident():
             return None
-        loop = self._loop
+        loop = self.loop
         if loop is not None and loop.is_running():
             # Running, and this is the thread it was bound on, where it runs: asyncio runs
             # one loop per thread at a time, so it is the running one. The check skips
@@ -169,7 +168,7 @@ class LoopBinding:
                 running and is not the private loop (use the async method there).
             SyncInLoopError: see :func:`run_sync`.
         """
-        loop = self._loop
+        loop = self.loop
         if loop is not None and not self.on_owner_thread():
             if loop.is_running():
                 return asyncio.run_coroutine_threadsafe(coro, loop).result()

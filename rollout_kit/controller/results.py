@@ -128,14 +128,36 @@ class ResultBook:
             UnknownTaskIdError: never submitted here, or already consumed.
             ControllerStateError: the task has not finished yet.
         """
-        self.worker_of(task_id)
+        result = self._pop(task_id)
+        self._tracer.mark(task_id, "consume")
+        return result
+
+    def take_all(self, task_ids: list[int]) -> list[RolloutResult]:
+        """Consume finished results, in order (``consume`` marked for all at one instant,
+        under one tracer lock: the path of every ``wait``).
+
+        Raises:
+            UnknownTaskIdError, ControllerStateError: as :meth:`take`; the results of the
+                ids before the bad one are consumed (and marked) all the same.
+        """
+        out: list[RolloutResult] = []
+        try:
+            for tid in task_ids:
+                out.append(self._pop(tid))
+        finally:
+            self._tracer.mark_all(task_ids[:len(out)], "consume")
+        return out
+
+    def _pop(self, task_id: int) -> RolloutResult:
+        """Remove a finished result from the book (unmarked)."""
+        if task_id not in self._where:
+            self.worker_of(task_id)  # raises, naming why
         result = self._results.pop(task_id, None)
         if result is None:
             raise ControllerStateError(f"task {task_id} has not finished yet")
         del self._where[task_id]
         self._reserved.pop(task_id, None)
         self._ready.pop(task_id, None)
-        self._tracer.mark(task_id, "consume")
         return result
 
     def release(self, task_id: int) -> None:
@@ -169,7 +191,7 @@ class ResultBook:
                 res = self._results[tid]
                 if res.status == "failed":
                     raise workflow_error(self.take(tid))
-        return [self.take(tid) for tid in ids]
+        return self.take_all(ids)
 
     async def wait_for_async(self, task_id: int, timeout: float | None,
                              raise_on_failure: bool, *, stall_reason: StallReason,

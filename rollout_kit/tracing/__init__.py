@@ -11,9 +11,10 @@
 - :func:`reanchor` prepares a task record traced in another process for :meth:`Tracer.ingest`.
 
 Modules import one way: ``schema`` ← ``codes``, ``phases`` ← ``store`` ← ``live`` (the live
-table: lock, live tasks, sessions, spans) ← ``context`` ← ``scopes`` ← ``tracer`` ←
-``helpers``; ``frames``/``persist`` sit beside ``live`` and feed ``tracer``; ``parquet``
-(the Parquet form) sits under ``persist``, over ``frames``.
+table: lock, live tasks, sessions, spans) ← ``context`` ← ``scopes`` / ``starts`` (a
+task's start marks and context) ← ``tracer`` ← ``helpers``; ``frames``/``persist`` sit
+beside ``live`` and feed ``tracer``; ``parquet`` (the Parquet form) sits under
+``persist``, over ``frames``.
 """
 
 from __future__ import annotations

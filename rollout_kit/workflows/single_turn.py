@@ -64,21 +64,25 @@ class Sample:
 
 def build_trajectory(prompt: str, samples: list[Sample]) -> dict[str, Any]:
     """Assemble samples into the plain-list trajectory dict (see module docstring)."""
-    traj: dict[str, Any] = {
-        "input_ids": [], "loss_mask": [], "logprobs": [], "versions": [], "rewards": [],
-        "completions": [], "stop_reasons": [], "prompt": prompt,
-        "prompt_len": len(samples[0].prompt_ids) if samples else 0,
-    }
-    for s in samples:
-        p, c = len(s.prompt_ids), len(s.completion_ids)
-        traj["input_ids"].append(s.prompt_ids + s.completion_ids)
-        traj["loss_mask"].append([0] * p + [1] * c)
-        traj["logprobs"].append([0.0] * p + s.logprobs)
-        traj["versions"].append([-1] * p + s.versions)
-        traj["rewards"].append(s.reward)
-        traj["completions"].append(s.completion)
-        traj["stop_reasons"].append(s.stop_reason)
-    return traj
+    ids: list[list[int]] = []
+    mask: list[list[int]] = []
+    logprobs: list[list[float]] = []
+    versions: list[list[int]] = []
+    rewards: list[float] = []
+    completions: list[str] = []
+    stops: list[str] = []
+    for s in samples:  # local lists, one dict at the end: no key lookup per append
+        p = len(s.prompt_ids)
+        ids.append(s.prompt_ids + s.completion_ids)
+        mask.append([0] * p + [1] * len(s.completion_ids))
+        logprobs.append([0.0] * p + s.logprobs)
+        versions.append([-1] * p + s.versions)
+        rewards.append(s.reward)
+        completions.append(s.completion)
+        stops.append(s.stop_reason)
+    return {"input_ids": ids, "loss_mask": mask, "logprobs": logprobs, "versions": versions,
+            "rewards": rewards, "completions": completions, "stop_reasons": stops,
+            "prompt": prompt, "prompt_len": len(samples[0].prompt_ids) if samples else 0}
 
 
 class SingleTurnWorkflow(RolloutWorkflow):
@@ -207,8 +211,12 @@ class SingleTurnWorkflow(RolloutWorkflow):
         """Generate ``n_samples`` completions in parallel and reward each."""
         text, ids = self.prompt_of(data)
         rid = new_rid()
-        samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
-                                    for i in range(self.gconfig.n_samples)])
+        n = self.gconfig.n_samples
+        if n == 1:  # no list of one coroutine to build and gather
+            samples = [await self.sample(engine, f"{rid}:0", text, ids, data)]
+        else:
+            samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
+                                        for i in range(n)])
         return build_trajectory(text or "", samples)
 
 

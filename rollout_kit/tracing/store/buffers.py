@@ -181,6 +181,12 @@ class Buffers:
         """Append a mark for an already committed task."""
         self.marks.fromlist([task_id, worker, event, ts])
 
+    def add_marks(self, task_ids: list[int], worker: int, event: int, ts: int) -> None:
+        """Append one mark per task of ``task_ids``, all at ``ts`` (committed tasks)."""
+        rows = [0, worker, event, ts] * len(task_ids)  # M_STRIDE values per mark
+        rows[0::M_STRIDE] = task_ids
+        self.marks.fromlist(rows)
+
     # -- reading ------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """Copy every buffer into numpy arrays (call under the owner's lock)."""

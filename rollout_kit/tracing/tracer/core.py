@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from time import perf_counter_ns
 from types import TracebackType
@@ -181,6 +181,21 @@ class Tracer(LiveCalls):
         Raises:
             ConfigError: unknown event; UnknownTaskIdError: the task was never registered.
         """
+        self._mark((task_id,), event, ts_ns, "mark")
+
+    def mark_all(self, task_ids: Iterable[int], event: str, ts_ns: int | None = None) -> None:
+        """Record lifecycle ``event`` of every task in ``task_ids`` at one instant: what
+        :meth:`mark` does for each, under one lock (the controller marks ``consume`` of the
+        results one ``wait`` returns this way).
+
+        All or nothing: an id that was never registered raises before any is marked.
+
+        Raises:
+            ConfigError: unknown event; UnknownTaskIdError: a task was never registered.
+        """
+        self._mark(list(task_ids), event, ts_ns, "mark_all")
+
+    def _mark(self, ids: Sequence[int], event: str, ts_ns: int | None, what: str) -> None:
         if not self.enabled:
             return
         code = EVENT_CODES.get(event)
@@ -192,23 +207,25 @@ class Tracer(LiveCalls):
         elif isinstance(ts_ns, bool) or not isinstance(ts_ns, int):
             raise ConfigError(f"ts_ns must be an int from perf_counter_ns(), got {ts_ns!r}")
         live = self.live
-        lock = live.lock
-        lock.acquire()  # not ``with``: three marks per task
-        try:
-            t = live.tasks.get(task_id)
-            if t is not None:
-                t.marks[code] = ts_ns
+        with live.lock:
+            tasks = live.tasks
+            late = []  # finalized (typically: consume): recorded and merged into the row
+            for task_id in ids:
+                if task_id not in tasks:
+                    tid = validate_task_id(task_id)
+                    if tid not in live.done and tid not in self._ingested:
+                        raise UnknownTaskIdError(f"{what}({event!r}): task_id {task_id} was "
+                                                 "never registered in this tracer")
+                    late.append(tid)
+            for task_id in ids:
+                t = tasks.get(task_id)
+                if t is not None:
+                    t.marks[code] = ts_ns
+            if not late:
                 return
-            tid = validate_task_id(task_id)
-            if tid in live.done or tid in self._ingested:
-                self._store.add_mark(task_id, self._wcode, code, ts_ns)
-                self._due += 1
-                flush = self._due >= self.flush_threshold and self.path is not None
-            else:
-                raise UnknownTaskIdError(f"mark({event!r}): task_id {task_id} was never "
-                                         "registered in this tracer")
-        finally:
-            lock.release()
+            self._store.add_marks(late, self._wcode, code, ts_ns)
+            self._due += len(late)
+            flush = self._due >= self.flush_threshold and self.path is not None
         if flush:
             self.flush()
 

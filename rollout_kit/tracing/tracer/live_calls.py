@@ -15,6 +15,7 @@ from ..codes import STATUS_CODES
 from ..dumps import TrajectoryDump
 from ..live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from ..scopes import PhaseScope, SessionScope, TaskScope
+from ..starts import TaskStarts
 from ..store import AttrValue, check_attrs, check_counts
 
 __all__ = ["SESSION_RESERVED", "TASK_RESERVED", "LiveCalls"]
@@ -69,11 +70,10 @@ class LiveCalls:
         """A new context in which ``task_id`` and this tracer are current (what
         :meth:`task_scope` makes current), for ``loop.create_task(coro, context=...)``.
 
-        Nothing in it needs restoring: it ends with its asyncio task. The executor runs
-        each workflow in one; making it costs ~340 ns against ~870 ns for entering and
-        leaving a task scope. (A kept template to copy would be cheaper still, but it
-        would hold the tracer in a cycle: a closed controller is freed by reference
-        counting.)
+        Nothing in it needs restoring: it ends with its asyncio task. Making it costs
+        ~340 ns against ~870 ns for entering and leaving a task scope; the executor's
+        :meth:`task_starts` copies a kept template instead (kept by the caller: kept here,
+        the template would hold the tracer in a cycle).
 
         Raises:
             UnknownTaskIdError: the task is not registered (TraceStateError if finalized).
@@ -84,6 +84,12 @@ class LiveCalls:
         context.run(ctx.TRACER.set, self)
         context.run(ctx.TASK.set, task_id)
         return context
+
+    def task_starts(self) -> TaskStarts:
+        """The ``dispatch`` / ``start`` marks and task contexts of this tracer's tasks in
+        one object, for the caller that starts tasks to keep (the executor keeps one): see
+        :class:`~rollout_kit.tracing.starts.TaskStarts`."""
+        return TaskStarts(self)
 
     # -- sessions -------------------------------------------------------------------------
     def register_session(self, task_id: int | None = None) -> int:
