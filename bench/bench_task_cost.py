@@ -199,7 +199,8 @@ def rows(size: Size = "quick") -> list[Row]:
         mo, mh = statistics.median(ours), statistics.median(hand)
         # the ratio of each round's pair (run back to back), then their median: the host's
         # speed drifts by ±30 % over tens of seconds on a shared VM, within a pair far less
-        rel = statistics.median(h / o for o, h in zip(ours, hand, strict=True))
+        ratios = [h / o for o, h in zip(ours, hand, strict=True)]
+        rel = statistics.median(ratios)
         per[n] = mo
         tgt = n in (sizes[0], sizes[-1])
         out.append(Row("task cost", f"µs per task, {n:,} tasks, in-process engine, trivial "
@@ -207,7 +208,7 @@ def rows(size: Size = "quick") -> list[Row]:
                        f"ours ≤ {RATIO_TARGET:g}× (ratio ≥ {1 / RATIO_TARGET:.2f})" if tgt else "",
                        check(rel, ">=", 1 / RATIO_TARGET) if tgt else None,
                        f"ours {spread(ours)}; hand {spread(hand)}; ratio "
-                       f"{spread([h / o for o, h in zip(ours, hand, strict=True)], '{:.2f}')}",
+                       f"{spread(ratios, '{:.2f}')}",
                        f"ours = {1 / rel:.1f}× the hand-written pipeline (median of {r} "
                        "rounds' ratios; each round ours then hand, back to back)"))
         if n < 10_000:

@@ -207,7 +207,7 @@ class WorkflowExecutor:
         self._sink(RolloutResult(task_id=tid, status=status, reason=reason, error=error,
                                  traceback=tb, trajectory=trajectory, worker=self.worker))
         loop = self.binding.loop
-        if loop is not None and self._queue.pending:  # nothing queued: nothing to start
+        if loop is not None:
             self._queue.dispatch(loop)
 
     # -- control ---------------------------------------------------------------------------

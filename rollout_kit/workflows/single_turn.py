@@ -211,12 +211,8 @@ class SingleTurnWorkflow(RolloutWorkflow):
         """Generate ``n_samples`` completions in parallel and reward each."""
         text, ids = self.prompt_of(data)
         rid = new_rid()
-        n = self.gconfig.n_samples
-        if n == 1:  # no list of one coroutine to build and gather
-            samples = [await self.sample(engine, f"{rid}:0", text, ids, data)]
-        else:
-            samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
-                                        for i in range(n)])
+        samples = await gather_all([self.sample(engine, f"{rid}:{i}", text, ids, data)
+                                    for i in range(self.gconfig.n_samples)])
         return build_trajectory(text or "", samples)
 
 

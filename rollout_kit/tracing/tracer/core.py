@@ -209,18 +209,20 @@ class Tracer(LiveCalls):
         live = self.live
         with live.lock:
             tasks = live.tasks
+            marks = []  # of the live tasks, set once every id is known
             late = []  # finalized (typically: consume): recorded and merged into the row
-            for task_id in ids:
-                if task_id not in tasks:
-                    tid = validate_task_id(task_id)
-                    if tid not in live.done and tid not in self._ingested:
-                        raise UnknownTaskIdError(f"{what}({event!r}): task_id {task_id} was "
-                                                 "never registered in this tracer")
-                    late.append(tid)
             for task_id in ids:
                 t = tasks.get(task_id)
                 if t is not None:
-                    t.marks[code] = ts_ns
+                    marks.append(t.marks)
+                    continue
+                tid = validate_task_id(task_id)
+                if tid not in live.done and tid not in self._ingested:
+                    raise UnknownTaskIdError(f"{what}({event!r}): task_id {task_id} was "
+                                             "never registered in this tracer")
+                late.append(tid)
+            for m in marks:
+                m[code] = ts_ns
             if not late:
                 return
             self._store.add_marks(late, self._wcode, code, ts_ns)
