@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -56,16 +57,17 @@ def check_versions(results: list[RolloutResult], sessions: Any, budget: int) -> 
 
 async def _pause_bump_continue(ctl: RolloutController, wait_running: Any,
                                before_bump: Any = None) -> float:
-    """Wait for ``wait_running``, pause (abort), [``before_bump``], bump, continue."""
+    """Wait for ``wait_running``, pause (abort), [``before_bump``], bump, continue; returns
+    the time at which the pause was in effect (``time.perf_counter()``)."""
     await wait_running()
-    t = time.perf_counter()
     await ctl.pause_generation_async()
+    paused = time.perf_counter()
     if before_bump is not None:
         await before_bump()
     ctl.set_version(1)
     await asyncio.sleep(0.1)
     await ctl.continue_generation_async()
-    return time.perf_counter() - t
+    return paused
 
 
 class FirstChunkBarrier:
@@ -163,43 +165,100 @@ def _record(name: str, n: int, budget: int, ledger: Ledger, wall: float,
            ledger=ledger, wall_s=wall, continued=kinds["mixed"])
 
 
-@pytest.mark.vllm_cpu
-@pytest.mark.timeout(1200)
-async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> None:
-    """The same against the real vLLM CPU server in dev mode (``/pause?mode=abort``)."""
-    n, budget = pick(16, 64), 900  # the tiny model is fast: long outputs keep it busy
+#: a try whose pause came this much later than its trigger was starved (a pause call itself
+#: takes ~0.03-0.2 s on a busy machine; the same bound as the realserver abort check)
+STARVED_S = 0.5
+
+
+@dataclass
+class RealTry:
+    """One try against the real server: what the pause hit and how late it came."""
+
+    trigger: str
+    kinds: dict[str, int]
+    late_s: float  # from the trigger's last check being due to the pause in effect
+    ledger: Ledger
+    wall_s: float
+
+    def __str__(self) -> str:
+        return f"{self.trigger}: {self.kinds}, pause {self.late_s:.2f} s after its trigger was due"
+
+
+async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int, trigger: str) -> RealTry:
+    """Submit ``n`` long generations, pause on ``trigger``, bump the version, continue.
+
+    ``trigger`` is ``"running"`` (the server's ``vllm:num_requests_running`` says one runs)
+    or ``"sent"`` (every request is out on the client: earlier, no round trip to a busy
+    server, but it may land before the first token); either also fires once a task ended.
+    """
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True,
                                                      temperature=0.0),
                             tokenizer=TOK)
     retry = RetryPolicy(max_retries=3, initial_delay=0.05, max_delay=0.5)
     t0 = time.perf_counter()
-    async with make_engine("vllm", [vllm_cpu_server.address], stream=True, retry=retry,
+    async with make_engine("vllm", [server.address], stream=True, retry=retry,
                            timeouts=Timeouts(request=120, total=240, setup=30, health=5),
-                           model=vllm_cpu_server.model) as engine, \
+                           model=server.model) as engine, \
             RolloutController(engine,
                               executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
         ids = [ctl.submit({"input_ids": [5 + i % 50, 7, 9, 11]}, wf) for i in range(n)]
+        due = time.perf_counter()  # when the trigger's last check was due to run
 
-        async def some_tokens() -> None:
-            # requests scheduled on the server, far from their 900 tokens
+        async def wait_trigger() -> None:
+            nonlocal due
+            pause_s = 0.005 if trigger == "sent" else 0.02
             async with asyncio.timeout(60):
-                while True:
-                    m = await engine.server_metrics_async()
-                    running = m.loc[m["metric"] == "vllm:num_requests_running", "value"].sum()
-                    if running >= 1:  # vLLM CPU schedules only a few at a time
-                        return
-                    await asyncio.sleep(0.02)
+                while all(ctl.peek(i) is None for i in ids):  # or one has ended
+                    if trigger == "sent":
+                        if engine.router.in_flight(server.address) >= n:
+                            return
+                    else:
+                        m = await engine.server_metrics_async()
+                        running = m.loc[m["metric"] == "vllm:num_requests_running",
+                                        "value"].sum()
+                        if running >= 1:  # vLLM CPU schedules only a few at a time
+                            return
+                    due = time.perf_counter() + pause_s  # a starved loop wakes later
+                    await asyncio.sleep(pause_s)
 
         try:
-            await _pause_bump_continue(ctl, some_tokens)
+            paused = await _pause_bump_continue(ctl, wait_trigger)
         finally:  # the server is shared by the session: never leave it paused
             if engine.generation_paused:
                 await engine.continue_generation_async()
         results = await ctl.wait_async(timeout=300)
-        wall = time.perf_counter() - t0
         ledger = check_ledger(ids, results, ctl.traces())
         kinds = check_versions(results, ctl.sessions(), budget)
     assert ledger.statuses == {"accepted": n}
-    assert kinds["mixed"] >= 1, kinds  # the pause hit running generations
-    _record("3. pause → version bump → continue (real vLLM CPU, dev mode)", n, budget, ledger,
-            wall, kinds)
+    return RealTry(trigger, kinds, paused - due, ledger, time.perf_counter() - t0)
+
+
+@pytest.mark.vllm_cpu
+@pytest.mark.timeout(1200)
+async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> None:
+    """The same against the real vLLM CPU server in dev mode (``/pause?mode=abort``).
+
+    Nothing can hold the real server's generations at a known point, so the pause races
+    them: a try whose pause hit no running generation is repeated — earlier when some
+    generation had ended first, later when none had started. On a saturated 2-core machine
+    the client's event loop was seen to wake 1-9 s late, after whole 900-token answers had
+    arrived; when every try missed with its pause more than :data:`STARVED_S` after its
+    trigger was due, the test skips with the measured delays instead of failing.
+    """
+    n, budget = pick(16, 64), 900  # the tiny model is fast: long outputs keep it busy
+    tries: list[RealTry] = []
+    trigger = "running"
+    for _ in range(3):
+        got = await _real_vllm_try(vllm_cpu_server, n, budget, trigger)
+        tries.append(got)
+        if got.kinds["mixed"] >= 1:  # the pause hit running generations
+            break
+        trigger = "sent" if got.kinds["before"] else "running"
+    else:
+        misses = "; ".join(map(str, tries))
+        if all(t.late_s > STARVED_S for t in tries):
+            pytest.skip(f"every try's pause came > {STARVED_S} s after its trigger was due "
+                        f"(a CPU-starved machine): {misses}")
+        pytest.fail(f"the pause never landed mid-generation: {misses}")
+    _record("3. pause → version bump → continue (real vLLM CPU, dev mode)", n, budget,
+            got.ledger, got.wall_s, got.kinds)
