@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -21,6 +21,7 @@ from rollout_kit.sim import ApiName, serve
 from rollout_kit.sim.state import Emit, SimEngine, SimSequence
 from rollout_kit.testing import VLLMCPUServer
 from rollout_kit.workflows import SingleTurnWorkflow
+from tests.realserver.engine_checks import STARVED_S
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record
 
@@ -165,16 +166,15 @@ def _record(name: str, n: int, budget: int, ledger: Ledger, wall: float,
            ledger=ledger, wall_s=wall, continued=kinds["mixed"])
 
 
-#: a try whose pause came this much later than its trigger was starved (a pause call itself
-#: takes ~0.03-0.2 s on a busy machine; the same bound as the realserver abort check)
-STARVED_S = 0.5
+#: when a try against the real server pauses (see :func:`_real_vllm_try`)
+Trigger = Literal["running", "sent"]
 
 
 @dataclass
 class RealTry:
     """One try against the real server: what the pause hit and how late it came."""
 
-    trigger: str
+    trigger: Trigger
     kinds: dict[str, int]
     late_s: float  # from the trigger's last check being due to the pause in effect
     ledger: Ledger
@@ -184,7 +184,8 @@ class RealTry:
         return f"{self.trigger}: {self.kinds}, pause {self.late_s:.2f} s after its trigger was due"
 
 
-async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int, trigger: str) -> RealTry:
+async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int,
+                         trigger: Trigger) -> RealTry:
     """Submit ``n`` long generations, pause on ``trigger``, bump the version, continue.
 
     ``trigger`` is ``"running"`` (the server's ``vllm:num_requests_running`` says one runs)
@@ -248,7 +249,7 @@ async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> 
     """
     n, budget = pick(16, 64), 900  # the tiny model is fast: long outputs keep it busy
     tries: list[RealTry] = []
-    trigger = "running"
+    trigger: Trigger = "running"
     for _ in range(3):
         got = await _real_vllm_try(vllm_cpu_server, n, budget, trigger)
         tries.append(got)
