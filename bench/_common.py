@@ -35,8 +35,10 @@ __all__ = [
     "ratio",
     "render_summary",
     "render_table",
+    "pinned",
     "sim_process",
     "size_from_args",
+    "split_cpus",
     "spread",
     "wait_health",
 ]
@@ -147,14 +149,38 @@ async def wait_health(url: str, path: str = "/health", tries: int = 400) -> None
     raise RuntimeError(f"server at {url} did not come up")
 
 
+_PIN = "import os, sys; os.sched_setaffinity(0, {cpus}); os.execv(sys.argv[1], sys.argv[1:])"
+
+
+def split_cpus() -> tuple[set[int], set[int]] | None:
+    """Two disjoint halves of the CPUs this process may use: ``(client, server)``; ``None``
+    with fewer than two CPUs or no ``sched_setaffinity`` (not Linux)."""
+    if sys.platform != "linux":
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    half = len(cpus) // 2
+    return set(cpus[:half]), set(cpus[half:])
+
+
+def pinned(cmd: Sequence[str], cpus: set[int] | None) -> list[str]:
+    """``cmd`` (its first item an absolute path) run on ``cpus`` only: the affinity is set
+    before ``exec``, so every thread of the program inherits it; ``None``: ``cmd`` as is."""
+    if cpus is None:
+        return list(cmd)
+    return [sys.executable, "-c", _PIN.format(cpus=sorted(cpus)), *cmd]
+
+
 @contextmanager
-def sim_process(*args: str, cmd: list[str] | None = None) -> Iterator[tuple[str, int]]:
-    """A server in its own process; yields ``(url, pid)``.
+def sim_process(*args: str, cmd: list[str] | None = None,
+                cpus: set[int] | None = None) -> Iterator[tuple[str, int]]:
+    """A server in its own process (on ``cpus`` only, when given); yields ``(url, pid)``.
 
     Default: ``rollout-kit sim ARGS`` (prints its URL first). ``cmd`` replaces the whole
     command line; it must print ``http://host:port`` as its first stdout line.
     """
-    full = cmd or [sys.executable, "-m", "rollout_kit", "sim", *args]
+    full = pinned(cmd or [sys.executable, "-m", "rollout_kit", "sim", *args], cpus)
     proc = subprocess.Popen(full, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

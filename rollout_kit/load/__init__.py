@@ -23,7 +23,8 @@ the same lengths — yesterday's rollout against today's server settings::
 Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
 :mod:`.spec` (what load to offer), :mod:`.runner` (sending and recording), :mod:`.results`
 (a run's per-request frame, rates and window), :mod:`.metrics` (definitions), :mod:`.sweep`
-(levels until saturation), :mod:`.workflow` (the per-task workflow and its timing).
+(levels until saturation), :mod:`.workflow` (the per-task workflow and its timing),
+:mod:`.alarm` (the sender's wake-ups, finer than the loop's millisecond timer).
 """
 
 from __future__ import annotations

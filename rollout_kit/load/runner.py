@@ -7,13 +7,14 @@ this run, never to a concurrent ``wait()``).
 
 Pacing: the due times come from :class:`~.arrivals.Arrivals`; request ``i`` is sent when
 ``perf_counter()`` reaches ``start + offsets[i]`` — an absolute deadline from one start
-instant, so lateness never accumulates. The runner sleeps until about 0.5 ms before a deadline
-and then yields to the loop (``sleep(0)``) until it passes, so sends are not late by the
-loop's millisecond timer granularity; when it is behind it sends the due requests in slices
-of 64, yielding between slices (a run at thousands of requests per second never holds the
-loop). As ``vllm bench serve`` does, the objects that exist when the run starts are frozen out
-of the garbage collector's passes for the run (:class:`~rollout_kit._gc.GcHold`) to keep its
-pauses short.
+instant, so lateness never accumulates. The runner sleeps on an :class:`~.alarm.Alarm` (on
+Linux a kernel timer, not the loop's millisecond one) until :data:`SPIN_S` before a deadline,
+then yields to the loop (``sleep(0)``) until it passes: a CPU woken from idle takes ~0.1 ms
+to run the loop again. When it is behind it sends the due requests in slices of 64, yielding
+between slices (a run at thousands of requests per second never holds the loop). As
+``vllm bench serve`` does, the objects that exist when the run starts are frozen out of the
+garbage collector's passes for the run (:class:`~rollout_kit._gc.GcHold`) to keep its pauses
+short.
 
 Failures: a request whose server went down ends ``failed`` with the engine's ``reason``
 (``connection_error``, ``no_healthy_server``, …); it is counted and kept out of the latency
@@ -42,6 +43,7 @@ import numpy as np
 from .._gc import GcHold
 from ..config import GenerationConfig
 from ..errors import ConfigError, ControllerStateError, RolloutKitError
+from .alarm import Alarm
 from .results import FRAME_COLUMNS, LoadRun, build_load_run
 from .spec import LoadSpec
 from .workflow import GenerateRequest, LoadItem, Measured, TaskRecord
@@ -53,7 +55,9 @@ if TYPE_CHECKING:
 __all__ = ["FRAME_COLUMNS", "LoadRun", "LoadSpec", "run_load", "run_load_async"]
 
 #: before a deadline the runner stops sleeping and yields to the loop until it passes
-SPIN_S = 0.0005
+SPIN_S = 0.0002
+#: the same lead where the alarm is the loop's own timer (whole milliseconds, rounded up)
+SPIN_COARSE_S = 0.0005
 #: due requests sent before the runner yields to the loop
 SEND_SLICE = 64
 #: seconds to wait for cancelled tasks to report after an interruption
@@ -105,7 +109,7 @@ class _Run:
         self.interrupted = False
         self.start = math.nan
         self.task: asyncio.Task[LoadRun] | None = None
-        self._wake: asyncio.Future[None] | None = None
+        self._alarm: Alarm | None = None
         self._bar: Any = None
         self._progress = progress
 
@@ -128,22 +132,19 @@ class _Run:
             self._poke()
 
     def _poke(self) -> None:
-        fut = self._wake
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+        if self._alarm is not None:
+            self._alarm.ring()
 
-    async def _nap(self, delay: float | None) -> None:
-        """Sleep ``delay`` seconds (``None``: until poked); a completion pokes it early."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._wake = fut
-        handle = None if delay is None else loop.call_later(delay, _resolve, fut)
-        try:
-            await fut
-        finally:
-            self._wake = None
-            if handle is not None:
-                handle.cancel()
+    def _alarm_on_loop(self) -> Alarm:
+        alarm = self._alarm
+        if alarm is None:
+            alarm = self._alarm = Alarm(asyncio.get_running_loop())
+        return alarm
+
+    async def _nap(self, until: float | None) -> None:
+        """Sleep until ``perf_counter()`` reaches ``until`` (``None``: until poked); a
+        completion pokes it early."""
+        await self._alarm_on_loop().wait(until)
 
     # -- send side -------------------------------------------------------------------
     async def _submit(self, row: int, arrived: float) -> None:
@@ -167,6 +168,7 @@ class _Run:
         n = self.n
         limit = self.limit
         start = self.start
+        lead = SPIN_S if self._alarm_on_loop().precise else SPIN_COARSE_S
         burst = 0
         while self.next_row < n and self.sending:
             if self.pending:
@@ -174,9 +176,9 @@ class _Run:
             due = start + float(offsets[self.next_row])
             now = time.perf_counter()
             wait = due - now
-            if wait > SPIN_S:
+            if wait > lead:
                 burst = 0
-                await self._nap(wait - SPIN_S)
+                await self._nap(due - lead)
                 continue
             if wait > 0:
                 burst = 0
@@ -201,10 +203,9 @@ class _Run:
         """Wait until nothing is in flight; ``False`` when ``timeout`` ran out first."""
         deadline = None if timeout is None else time.perf_counter() + timeout
         while self.in_flight:
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
+            if deadline is not None and time.perf_counter() >= deadline:
                 return False
-            await self._nap(left)
+            await self._nap(deadline)
         return True
 
     async def _cancel_in_flight(self) -> None:
@@ -248,9 +249,15 @@ class _Run:
             await self._cancel_in_flight()
         finally:
             hold.release()
+            self._close_alarm()
             if self._bar is not None:
                 self._bar.close()
         return self.result()
+
+    def _close_alarm(self) -> None:
+        alarm, self._alarm = self._alarm, None
+        if alarm is not None:
+            alarm.close()
 
     async def interrupt_async(self) -> LoadRun:
         """After a ``KeyboardInterrupt`` escaped the loop: cancel the run, return it."""
@@ -265,7 +272,10 @@ class _Run:
         self.sending = False
         self.interrupted = True
         if self.in_flight:
-            await self._cancel_in_flight()
+            try:
+                await self._cancel_in_flight()
+            finally:
+                self._close_alarm()
         return self.result()
 
     # -- the outcome -----------------------------------------------------------------
@@ -276,11 +286,6 @@ class _Run:
                               queue_wait=self.queue_wait, done_t=self.done_t,
                               done_version=self.done_version, results=self.results,
                               records=self.records)
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 async def run_load_async(controller: RolloutController, requests: Sequence[Any],

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -194,6 +196,40 @@ async def test_cancelling_the_run_returns_the_partial_run(ctl: RolloutController
     again = await run_load_async(ctl, REQS, LoadSpec(num_requests=3))
     assert list(again.frame.index) == list(range(first + len(df), first + len(df) + 3))
     assert (again.frame["status"] == "accepted").all()  # columns align with any first id
+
+
+def _timerfds() -> int:
+    """This process's open timerfds (Linux names them ``anon_inode:[timerfd]``)."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[timerfd]"
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return n
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the kernel timer is Linux's timerfd")
+async def test_a_run_paces_on_a_kernel_timer_and_releases_it(ctl: RolloutController) -> None:
+    before = _timerfds()
+    seen: list[int] = []
+    run = await run_load_async(ctl, REQS, LoadSpec(arrivals=Arrivals(rate=500.0),
+                                                   num_requests=6),
+                               workflow=Hook(3, lambda: seen.append(_timerfds())))
+    assert (run.frame["status"] == "accepted").all()
+    assert seen == [before + 1]  # one timer while the run sends, none after
+    assert _timerfds() == before
+    task: asyncio.Task[Any] | None = None
+
+    def interrupt() -> None:
+        assert task is not None
+        task.cancel()
+
+    task = asyncio.ensure_future(run_load_async(
+        ctl, REQS, LoadSpec(arrivals=Arrivals(rate=200.0), num_requests=50),
+        workflow=Hook(2, interrupt)))
+    assert (await task).interrupted
+    assert _timerfds() == before
 
 
 async def test_a_full_workflow_is_timed_per_task(ctl: RolloutController) -> None:
