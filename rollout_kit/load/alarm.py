@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import os
 import sys
 import time
+from typing import Any
 
 __all__ = ["Alarm"]
 
@@ -39,16 +41,22 @@ class _Itimerspec(ctypes.Structure):
     _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
 
 
+@functools.cache
+def _libc() -> tuple[Any, Any]:
+    """libc's ``timerfd_create`` and ``timerfd_settime``, typed once per process."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    create, settime = libc.timerfd_create, libc.timerfd_settime
+    create.argtypes = [ctypes.c_int, ctypes.c_int]
+    settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec),
+                        ctypes.c_void_p]
+    return create, settime
+
+
 class _TimerFd:
     """A non-blocking ``timerfd`` on ``CLOCK_MONOTONIC``, armed at absolute instants."""
 
     def __init__(self) -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        self._settime = libc.timerfd_settime
-        self._settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec),
-                                  ctypes.c_void_p]
-        create = libc.timerfd_create
-        create.argtypes = [ctypes.c_int, ctypes.c_int]
+        create, self._settime = _libc()
         fd = int(create(_CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC))
         if fd < 0:
             err = ctypes.get_errno()
