@@ -27,8 +27,12 @@ is paid once.
    lag p99 ≤ 1 ms at 500 req/s. The simulator and the client run on disjoint halves of the
    CPUs (``sched_setaffinity``, as ``taskset`` would): left to the scheduler, the woken
    server is often placed on the client's core and the client's sends wait for it (on the
-   2-core VM, in its quiet hours: p99 1.9–3.5 ms unpinned, 0.5–1.0 ms pinned). One more row
-   gives the 500 req/s lag with neither pinned (information).
+   2-core VM, in its quiet hours: p99 1.9–3.5 ms unpinned, 0.5–1.0 ms pinned). At 500 req/s
+   the lag row is the median of ``pace_rounds`` rounds (a host's noisy minute moves one
+   round's p99 by several ms), interleaved with as many rounds of a **bare asyncio +
+   aiohttp sender** (``bench/bare_pace.py``: the same schedule, body, timer and CPUs, no
+   rollout_kit above the wire) as the baseline: the tail that asyncio and the host give any
+   Python client. One more row gives the 500 req/s lag with neither pinned (information).
 
 Usage: ``python bench/bench_load.py [--smoke|--quick|--full]`` (``--smoke`` runs only a
 short pacing level; the vLLM rows need the vLLM CPU venv and are skipped without it).
@@ -99,13 +103,14 @@ for argv in json.loads(sys.argv[1]):
 
 _SIZES: dict[str, dict[str, Any]] = {
     # agree: (rate, prompts, rounds); ladder: first rate, seconds per level, max levels;
-    # pace: [(rate, prompts)]
+    # pace: [(rate, prompts)], the first rate in pace_rounds rounds beside the bare sender
     # real: (rate, prompts, rounds) against the real vLLM CPU server
-    "smoke": {"agree": None, "ladder": None, "pace": [(100.0, 100)], "real": None},
+    "smoke": {"agree": None, "ladder": None, "pace": [(100.0, 100)], "pace_rounds": 1,
+              "real": None},
     "quick": {"agree": (20.0, 200, 2), "ladder": (50.0, 2.0, 8),
-              "pace": [(500.0, 2500), (2000.0, 6000)], "real": (2.0, 30, 2)},
+              "pace": [(500.0, 2500), (2000.0, 6000)], "pace_rounds": 3, "real": (2.0, 30, 2)},
     "full": {"agree": (20.0, 600, 3), "ladder": (50.0, 4.0, 9),
-             "pace": [(500.0, 5000), (2000.0, 12000)], "real": (2.0, 60, 3)},
+             "pace": [(500.0, 5000), (2000.0, 12000)], "pace_rounds": 3, "real": (2.0, 60, 3)},
 }
 
 
@@ -332,43 +337,96 @@ def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: fl
     return _bisect(level, best, bad, seconds, tried), tried
 
 
+def _bare(url: str, rate: float, n: int, out_len: int, result: Path,
+          cpus: set[int] | None) -> dict[str, Any]:
+    """One run of the bare asyncio + aiohttp sender (``bench/bare_pace.py``)."""
+    script = Path(__file__).with_name("bare_pace.py")
+    cmd = pinned([sys.executable, str(script), url, MODEL, f"{rate:g}", str(n), str(out_len),
+                  str(result)], cpus)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if not result.exists():
+        raise RuntimeError(f"bare_pace.py wrote no result: {proc.stderr[-2000:]}")
+    data: dict[str, Any] = json.loads(result.read_text())
+    return data
+
+
 def _pace_rows(url: str, tok: Path | None, size: dict[str, Any], folder: Path) -> list[Row]:
     """The pacing rows: a simulator of their own on the server half of the CPUs, the client
-    on the other half; then the 500 req/s lag with both left to the scheduler (``url``)."""
+    on the other half; at the first rate, rounds of ours interleaved with the bare sender's;
+    then the first rate's lag with both left to the scheduler (``url``)."""
     tok_args = ["--tokenizer", str(tok)] if tok is not None else []
     halves = split_cpus()
     client, server = halves if halves is not None else (None, None)
     where = ("simulator and client on disjoint CPUs "
              f"{sorted(server)} / {sorted(client)}" if server is not None and client is not None
              else "not pinned: fewer than 2 CPUs or not Linux")
+    label = "pinned" if halves is not None else "not pinned"
     out = []
     with sim_process("--api", "vllm", "--model-name", MODEL, "--zero-latency", *tok_args,
                      cpus=server) as (pinned_url, _):
-        for rate, n in size["pace"]:
-            r = _ours(pinned_url, tok, rate, n, 4, folder / f"ours-pace-{rate:g}.json", client)
-            achieved = float(r.get("achieved_rate", math.nan))
-            frac = achieved / rate
+        for k, (rate, n) in enumerate(size["pace"]):
+            rounds = size["pace_rounds"] if k == 0 else 1
+            ours: list[dict[str, Any]] = []
+            bare: list[dict[str, Any]] = []
+            sides = ("ours", "bare") if k == 0 else ("ours",)
+            for i in range(rounds):  # interleaved, each side first in every other round
+                for side in sides if i % 2 == 0 else sides[::-1]:
+                    if side == "ours":
+                        ours.append(_ours(pinned_url, tok, rate, n, 4,
+                                          folder / f"ours-pace-{rate:g}-{i}.json", client))
+                    else:
+                        bare.append(_bare(pinned_url, rate, n, 4,
+                                          folder / f"bare-pace-{rate:g}-{i}.json", client))
+            fracs = [float(r.get("achieved_rate", math.nan)) / rate for r in ours]
+            frac = statistics.median(fracs)
             out.append(Row("load", f"pacing: achieved / offered at Poisson {rate:g} req/s",
                            frac, target=f"within ±{PACE_TOL:.0%}",
                            met=abs(frac - 1) <= PACE_TOL if math.isfinite(frac) else None,
+                           spread=spread(fracs, "{:.4f}") if rounds > 1 else "",
                            note=f"{n} requests, 4 output tokens, zero-latency sim in another "
-                                f"process, {where}; achieved {achieved:.1f} req/s, failed "
-                                f"{r.get('failed')}, throughput "
-                                f"{r.get('request_throughput', 0):.1f} req/s"))
-            out.append(_lag_row(r, rate, "pinned" if halves is not None else "not pinned",
-                                where, target=rate == 500.0))
+                                f"process, {where}; {_rounds(rounds)}achieved "
+                                f"{frac * rate:.1f} req/s, failed "
+                                f"{sum(int(r.get('failed') or 0) for r in ours)}, throughput "
+                                f"{ours[0].get('request_throughput', 0):.1f} req/s"))
+            out.append(_lag_row(ours, bare, rate, label, where, target=k == 0))
     rate, n = size["pace"][0]
     r = _ours(url, tok, rate, n, 4, folder / f"ours-pace-free-{rate:g}.json")
-    out.append(_lag_row(r, rate, "not pinned", "neither pinned (information)", target=False))
+    out.append(_lag_row([r], [], rate, "not pinned", "neither pinned (information)",
+                        target=False))
     return out
 
 
-def _lag_row(r: dict[str, Any], rate: float, label: str, where: str, *, target: bool) -> Row:
-    lag = float(r.get("p99_send_lag_ms", math.nan))
+def _rounds(k: int) -> str:
+    return f"median of {k} rounds; " if k > 1 else ""
+
+
+def _lag_row(ours: list[dict[str, Any]], bare: list[dict[str, Any]], rate: float, label: str,
+             where: str, *, target: bool) -> Row:
+    """The send-lag p99 row: the median of the rounds' p99s, beside the bare sender's."""
+    def p99s(runs: list[dict[str, Any]]) -> list[float]:
+        return [float(r.get("p99_send_lag_ms", math.nan)) for r in runs]
+
+    def fmt(xs: list[float]) -> str:
+        return " / ".join(f"{x:.2f}" for x in xs)
+
+    lags = p99s(ours)
+    lag = statistics.median(lags)
+    med = statistics.median(float(r.get("median_send_lag_ms", math.nan)) for r in ours)
+    note = f"{_rounds(len(ours))}median lag {med:.3f} ms; {where}"
+    base = None
+    if bare:
+        bare_lags = p99s(bare)
+        base = statistics.median(bare_lags)
+        cpu = statistics.median(float(r.get("cpu_us_per_request", math.nan)) for r in bare)
+        lost = sum(int(r.get("failed") or 0) for r in bare)
+        note += (f"; p99 per round: ours {fmt(lags)}, bare {fmt(bare_lags)} ms; the bare "
+                 f"sender's CPU {cpu:.0f} µs per request" + (f", {lost} failed" if lost else ""))
     return Row("load", f"pacing: send lag p99 (ms) at Poisson {rate:g} req/s, {label}", lag,
+               baseline=base,
+               baseline_name="bare asyncio + aiohttp sender, same timer" if bare else "",
+               ratio=ratio(base, lag), spread=spread(lags) if len(lags) > 1 else "",
                target=f"≤ {LAG_P99_MS:g} ms" if target else "",
-               met=check(lag, "<=", LAG_P99_MS) if target else None,
-               note=f"median {float(r.get('median_send_lag_ms', math.nan)):.3f} ms; {where}")
+               met=check(lag, "<=", LAG_P99_MS) if target else None, note=note)
 
 
 def _real_rows(level: tuple[float, int, int], tok: Path, folder: Path) -> list[Row]:

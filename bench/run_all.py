@@ -73,6 +73,7 @@ README_ROWS: tuple[tuple[str, str, bool], ...] = (
     ("task cost", "flatness", True),
     ("ray", "tasks/s", False),
     ("load", "highest Poisson rate", False),
+    ("load", "pacing: send lag p99", True),
 )
 
 
