@@ -3,11 +3,13 @@
 It sends the schedule ``rollout-kit load`` sends (``Arrivals(rate, seed=0)``: the same
 Poisson offsets) to a ``/v1/completions`` server, with the same body as rollout_kit's vLLM
 backend (64 prompt token ids, ``max_tokens``, ``ignore_eos``, streamed with usage), and the
-same wake-ups (:class:`rollout_kit.load.alarm.Alarm` until ``SPIN_S`` before each deadline,
-then ``sleep(0)``): what differs from ``rollout-kit load`` is everything above the wire —
-controller, executor, workflow, engine, transport, tracer. Each request is its own asyncio
-task; its send lag is the instant that task starts minus its due time (rollout_kit's: the
-instant its workflow calls ``generate_async``, also one loop turn after the decision).
+same kernel timer (:class:`rollout_kit.load.alarm.Alarm`) until :data:`SPIN_S` before each
+deadline, then ``sleep(0)`` until it passes, then ``create_task``: the best a plain sender
+does. Each request is its own asyncio task; its send lag is the instant that task starts
+minus its due time, one loop turn after the decision. rollout_kit's is the instant its
+workflow calls ``generate_async``, with the controller, executor, workflow, engine,
+transport and tracer above the wire; it submits each task before the due time and the task
+waits for it (``rollout_kit.load.runner.PRESTAGE_S``).
 Events are split into lines and each ``data:`` line decoded with orjson, as a client must.
 
 Usage: ``python bench/bare_pace.py URL MODEL RATE N OUT_LEN RESULT.json`` (prints nothing but
@@ -28,9 +30,11 @@ import orjson
 
 from rollout_kit.load.alarm import Alarm
 from rollout_kit.load.arrivals import Arrivals
-from rollout_kit.load.runner import SPIN_S
 
 PROMPT_LEN = 64
+#: the last stretch before a deadline spent yielding to the loop (a vCPU woken from idle
+#: takes ~0.1 ms to run it again)
+SPIN_S = 0.0002
 WARMUP = 50
 
 

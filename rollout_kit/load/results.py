@@ -4,12 +4,14 @@ Per request (one row of :attr:`LoadRun.frame`, indexed by ``task_id``; times in 
 the run's start):
 
 * ``scheduled_s``: the due time; ``submitted_s``: when the task was handed to the
-  controller; ``sent_s``: when its workflow called ``generate_async`` (the request left for
-  the engine);
+  controller (up to :data:`~rollout_kit.load.runner.PRESTAGE_S`, 0.5 ms, *before* the due
+  time: the task starts ahead and waits for it); ``sent_s``: when its workflow called
+  ``generate_async`` (the request left for the engine; never before ``scheduled_s``);
 * ``queue_wait_s``: time spent waiting for a ``max_concurrency`` slot (the *client queue*,
   vllm's ``client_queue_time``; 0 without a cap);
 * ``send_lag_s = sent_s - scheduled_s - queue_wait_s``: how late the client itself was (the
-  pacing loop, then the executor's own queue and task start-up; with more concurrent tasks
+  pacing loop and the loop turns it waited for, the workflow's work before its first
+  generate call, and a task submitted late its start-up; with more concurrent tasks
   than ``ExecutorConfig.max_concurrent_rollouts`` allows, the executor's queue time shows
   here — raise it for open-loop load). Never negative by more than float rounding.
 * ``done_s``, ``status``, ``reason``, ``error`` (a short label for failures, e.g.

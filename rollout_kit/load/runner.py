@@ -8,10 +8,15 @@ this run, never to a concurrent ``wait()``).
 Pacing: the due times come from :class:`~.arrivals.Arrivals`; request ``i`` is sent when
 ``perf_counter()`` reaches ``start + offsets[i]`` — an absolute deadline from one start
 instant, so lateness never accumulates. The runner sleeps on an :class:`~.alarm.Alarm` (on
-Linux a kernel timer, not the loop's millisecond one) until :data:`SPIN_S` before a deadline,
-then yields to the loop (``sleep(0)``) until it passes: a CPU woken from idle takes ~0.1 ms
-to run the loop again. When it is behind it sends the due requests in slices of 64, yielding
-between slices (a run at thousands of requests per second never holds the loop). As
+Linux a kernel timer, not the loop's millisecond one) until :data:`PRESTAGE_S` before a
+deadline and submits the request's task then, with its due time: the task is dispatched and
+started, and waits (yielding to the loop) until the instant, then runs the workflow. What a
+submission costs before the request leaves (the id, the tracer's marks, the task, the loop
+turn it starts in, the executor's prologue: ~0.15–0.3 ms on a 2-core VM woken from idle) is
+paid before the due time instead of after it. So a task's ``submitted_s`` is up to
+``PRESTAGE_S`` before its ``scheduled_s``, and with ``max_concurrency`` it holds its slot
+from then on. When it is behind it sends the due requests in slices of 64, yielding between
+slices (a run at thousands of requests per second never holds the loop). As
 ``vllm bench serve`` does, the objects that exist when the run starts are frozen out of the
 garbage collector's passes for the run (:class:`~rollout_kit._gc.GcHold`) to keep its pauses
 short.
@@ -54,10 +59,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FRAME_COLUMNS", "LoadRun", "LoadSpec", "run_load", "run_load_async"]
 
-#: before a deadline the runner stops sleeping and yields to the loop until it passes
-SPIN_S = 0.0002
+#: how long before its due time a request's task is submitted (it waits for the instant)
+PRESTAGE_S = 0.0005
 #: the same lead where the alarm is the loop's own timer (whole milliseconds, rounded up)
-SPIN_COARSE_S = 0.0005
+PRESTAGE_COARSE_S = 0.0015
 #: due requests sent before the runner yields to the loop
 SEND_SLICE = 64
 #: seconds to wait for cancelled tasks to report after an interruption
@@ -149,7 +154,7 @@ class _Run:
     # -- send side -------------------------------------------------------------------
     async def _submit(self, row: int, arrived: float) -> None:
         ctl = self.controller
-        item = LoadItem(row, self.items[row % len(self.items)])
+        item = LoadItem(row, self.items[row % len(self.items)], arrived)
         tid = await ctl.submit_reserved(item, self.recipe, self.on_done)
         now = time.perf_counter()
         self.in_flight[tid] = row
@@ -168,28 +173,22 @@ class _Run:
         n = self.n
         limit = self.limit
         start = self.start
-        lead = SPIN_S if self._alarm_on_loop().precise else SPIN_COARSE_S
+        lead = PRESTAGE_S if self._alarm_on_loop().precise else PRESTAGE_COARSE_S
         burst = 0
         while self.next_row < n and self.sending:
             if self.pending:
                 await self._drain_pending()
             due = start + float(offsets[self.next_row])
-            now = time.perf_counter()
-            wait = due - now
-            if wait > lead:
+            if due - time.perf_counter() > lead:
                 burst = 0
                 await self._nap(due - lead)
-                continue
-            if wait > 0:
-                burst = 0
-                await asyncio.sleep(0)
                 continue
             row = self.next_row
             self.next_row += 1
             if limit is None or (not self.pending and len(self.in_flight) < limit):
-                await self._submit(row, now)
+                await self._submit(row, due)
             else:
-                self.pending.append((row, now))
+                self.pending.append((row, due))
             burst += 1
             if burst >= SEND_SLICE:
                 burst = 0

@@ -20,6 +20,7 @@ and the token counts are sums.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from dataclasses import dataclass, field
@@ -239,10 +240,13 @@ class _RecordingEngine:
 
 @dataclass(frozen=True, slots=True)
 class LoadItem:
-    """A task's data in a load run: the row index and the item the workflow gets."""
+    """A task's data in a load run: the row index, the item the workflow gets, and the
+    ``perf_counter()`` instant the request is due (NaN: none; the runner submits a task up
+    to :data:`~rollout_kit.load.runner.PRESTAGE_S` before it, and the task waits)."""
 
     index: int
     data: Any
+    due: float = math.nan
 
 
 class Measured:
@@ -267,7 +271,11 @@ class Measured:
             self._validate(data.data if isinstance(data, LoadItem) else data)
 
     async def arun_episode(self, engine: InferenceEngine, data: LoadItem) -> Any:
-        """Run the wrapped workflow with a recording engine; file the record first."""
+        """Run the wrapped workflow with a recording engine once the item is due; file the
+        record first."""
         rec = TaskRecord(version=engine.get_version())
         self.records[data.index] = rec
+        due = data.due
+        while time.perf_counter() < due:  # NaN compares false: no wait
+            await asyncio.sleep(0)
         return await self.workflow.arun_episode(_RecordingEngine(engine, rec), data.data)

@@ -34,8 +34,8 @@ from rollout_kit.load import (
     run_load_async,
     synthetic,
 )
-from rollout_kit.load.runner import FRAME_COLUMNS
-from rollout_kit.load.workflow import TaskRecord
+from rollout_kit.load.runner import FRAME_COLUMNS, PRESTAGE_S
+from rollout_kit.load.workflow import LoadItem, Measured, TaskRecord
 from rollout_kit.sim import SimCluster, serve, serve_in_thread
 from rollout_kit.workflows import SingleTurnWorkflow
 
@@ -80,6 +80,38 @@ async def ctl(cluster: SimCluster) -> AsyncIterator[RolloutController]:
 REQS = synthetic(8, input_len=12, output_len=6)
 
 
+async def test_a_task_submitted_ahead_runs_its_workflow_at_its_due_time() -> None:
+    started: list[float] = []
+    turns = 0
+
+    class Clocked:
+        async def arun_episode(self, engine: Any, data: str) -> str:
+            started.append(time.perf_counter())
+            return data
+
+    class Versioned:
+        def get_version(self) -> int:
+            return 7
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    measured = Measured(Clocked())
+    counter = asyncio.create_task(count_turns())
+    due = time.perf_counter() + 0.02
+    assert await measured.arun_episode(Versioned(), LoadItem(3, "x", due)) == "x"
+    waited = turns
+    counter.cancel()
+    await asyncio.gather(counter, return_exceptions=True)
+    assert started[0] >= due  # never before its instant
+    assert waited > 1  # the wait yields to the loop: other tasks ran meanwhile
+    assert measured.records[3].version == 7  # filed before the wait
+    assert await measured.arun_episode(Versioned(), LoadItem(4, "y")) == "y"  # no due: at once
+
+
 async def test_every_request_is_a_traced_task_on_the_seeded_schedule(
         ctl: RolloutController) -> None:
     spec = LoadSpec(arrivals=Arrivals(rate=400.0, seed=3), num_requests=40)
@@ -94,7 +126,9 @@ async def test_every_request_is_a_traced_task_on_the_seeded_schedule(
                                   Arrivals(rate=400.0, seed=3).offsets(40))
     assert (df["send_lag_s"] >= -LAG_TOL).all()
     assert (df["sent_s"] >= df["scheduled_s"] - LAG_TOL).all()
-    assert (df["submitted_s"] >= df["scheduled_s"]).all()
+    # submitted ahead (never more than the lead), sent on time: the task waited for its due
+    assert (df["submitted_s"] >= df["scheduled_s"] - PRESTAGE_S - LAG_TOL).all()
+    assert (df["sent_s"] > df["submitted_s"]).all()
     assert (df["queue_wait_s"] == 0).all()
     assert (df["done_s"] >= df["sent_s"]).all()
     assert (df["output_tokens"] == 6).all() and (df["prompt_tokens"] == 12).all()
