@@ -25,7 +25,8 @@ Failures: a request whose server went down ends ``failed`` with the engine's ``r
 (``connection_error``, ``no_healthy_server``, …); it is counted and kept out of the latency
 statistics, and the run goes on. Interruption: cancelling the coroutine (Ctrl-C in a
 notebook cell or a script) stops sending, cancels the in-flight tasks through the
-controller and *returns* the partial :class:`LoadRun` with ``interrupted=True`` (the blocking
+controller (a task still waiting for its due time among them: it ends ``cancelled``, never
+sent) and *returns* the partial :class:`LoadRun` with ``interrupted=True`` (the blocking
 twin does the same on ``KeyboardInterrupt``).
 
 What load to offer is a :class:`~.spec.LoadSpec` (:mod:`.spec`). What a run returns, the
