@@ -151,11 +151,16 @@ def _common_args(url: str, tok: Path | None, rate: float, n: int, out_len: int,
 
 def _ours(url: str, tok: Path | None, rate: float, n: int, out_len: int,
           result: Path, cpus: set[int] | None = None) -> dict[str, Any]:
-    cmd = pinned([sys.executable, "-m", "rollout_kit", "load", "--disable-tqdm",
-                  *_common_args(url, tok, rate, n, out_len, result)], cpus)
+    return _result_of(pinned([sys.executable, "-m", "rollout_kit", "load", "--disable-tqdm",
+                              *_common_args(url, tok, rate, n, out_len, result)], cpus),
+                      result, "rollout-kit load")
+
+
+def _result_of(cmd: list[str], result: Path, what: str) -> dict[str, Any]:
+    """Run a client's command line; the JSON it wrote to ``result``."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if not result.exists():
-        raise RuntimeError(f"rollout-kit load wrote no result: {proc.stderr[-2000:]}")
+        raise RuntimeError(f"{what} wrote no result: {proc.stderr[-2000:]}")
     data: dict[str, Any] = json.loads(result.read_text())
     return data
 
@@ -341,13 +346,8 @@ def _bare(url: str, rate: float, n: int, out_len: int, result: Path,
           cpus: set[int] | None) -> dict[str, Any]:
     """One run of the bare asyncio + aiohttp sender (``bench/bare_pace.py``)."""
     script = Path(__file__).with_name("bare_pace.py")
-    cmd = pinned([sys.executable, str(script), url, MODEL, f"{rate:g}", str(n), str(out_len),
-                  str(result)], cpus)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if not result.exists():
-        raise RuntimeError(f"bare_pace.py wrote no result: {proc.stderr[-2000:]}")
-    data: dict[str, Any] = json.loads(result.read_text())
-    return data
+    return _result_of(pinned([sys.executable, str(script), url, MODEL, f"{rate:g}", str(n),
+                              str(out_len), str(result)], cpus), result, "bare_pace.py")
 
 
 def _pace_rows(url: str, tok: Path | None, size: dict[str, Any], folder: Path) -> list[Row]:
