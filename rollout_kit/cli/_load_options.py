@@ -26,8 +26,9 @@ _DATASETS = ("random", "sharegpt", "prefix_repetition", "mooncake", "trace", "js
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``rollout-kit load``'s options to ``parser``."""
     srv = parser.add_argument_group("server (as vllm bench serve)")
-    srv.add_argument("--backend", choices=("vllm", "sglang"), default="vllm",
-                     help="server API (vllm: /v1/completions; sglang: /generate) (vllm)")
+    srv.add_argument("--backend", default="vllm", metavar="FLAVOUR",
+                     help="server flavour, a name of rollout_kit.engines.flavour_names() "
+                          "(vllm: /v1/completions; sglang: /generate) (vllm)")
     srv.add_argument("--base-url", default=None,
                      help="server URL, e.g. http://127.0.0.1:8000 (overrides --host/--port)")
     srv.add_argument("--host", default="127.0.0.1", help="server host (127.0.0.1)")

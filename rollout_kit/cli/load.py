@@ -102,7 +102,10 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
         overrides["model_name"] = args.model
     if args.tokenizer:
         overrides["tokenizer"] = args.tokenizer
-    async with serve(args.backend, n=1, **overrides) as cluster:
+    from ..engines import backend_for
+
+    family = backend_for(args.backend).server_family
+    async with serve(family, n=1, **overrides) as cluster:  # type: ignore[arg-type]
         yield str(cluster.addresses[0])
 
 
@@ -117,9 +120,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     levels += args.concurrencies or []
     cap = max([*levels, args.num_prompts + args.warmup, 1])
     async with _server(args) as address:
-        servers = {"sglang": [address] if args.backend == "sglang" else [],
-                   "vllm": [address] if args.backend == "vllm" else []}
-        ctl = RolloutController(sglang=servers["sglang"], vllm=servers["vllm"],
+        ctl = RolloutController(servers={args.backend: [address]},
                                 engine_config=EngineConfig(stream=True, model=args.model,
                                                            transport=args.transport),
                                 executor_config=ExecutorConfig(max_concurrent_rollouts=cap),
@@ -151,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     (``rollout_kit.cli.main`` prints them as one line).
     """
     check_args(args)
+    from ..engines import backend_for
+
+    backend_for(args.backend)  # an unknown flavour: one line naming the known ones
     r = run_sync(_main(args), what="rollout-kit load")
     if "sweep" in r:
         sweep = r["sweep"]

@@ -52,8 +52,11 @@ class RolloutController(ControllerCore):
 
     Args:
         engines: engines to run on (one or a sequence); the caller keeps ownership.
-        sglang: SGLang server addresses; one ``RemoteSGLangEngine`` over all of them.
-        vllm: vLLM server addresses; one ``RemotevLLMEngine`` over all of them.
+        servers: server addresses by flavour (``{"vllm": [...], "vllm-chat": [...]}``; the
+            names are :func:`rollout_kit.engines.flavour_names`): one engine per flavour
+            over all of its addresses, each a worker named after its flavour.
+        sglang: shortcut for ``servers={"sglang": ...}``.
+        vllm: shortcut for ``servers={"vllm": ...}``.
         engine_config: settings for the engines created from addresses.
         executor_config: capacity settings of each worker.
         tracer: the tracer to record into (default: a new one, writing ``trace_path``).
@@ -64,7 +67,7 @@ class RolloutController(ControllerCore):
             (:meth:`replay_async`); give a ``tracer`` its own ``dump=`` instead.
         scheduler: the worker pool: builds the workers and picks one per task (default
             ``LocalScheduler()``: in-process workers, round robin; ``RayScheduler``: Ray
-            actors, built from ``sglang=``/``vllm=``).
+            actors, built from the addresses of one flavour).
         tune_gc: from construction until :meth:`close_async`, keep the garbage collector's
             pauses short (:mod:`rollout_kit._gc`: the heap that exists now is frozen out
             of its passes and the youngest generation's threshold is raised to 10,000);

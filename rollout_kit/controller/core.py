@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -36,6 +36,27 @@ def _addresses(value: str | Sequence[str]) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+def _servers(servers: Mapping[str, str | Sequence[str]] | None, **shortcuts: str | Sequence[str]
+             ) -> dict[str, tuple[str, ...]]:
+    """Addresses by flavour, ``sglang=`` / ``vllm=`` merged in; unknown flavours refused."""
+    from ..engines import flavour_names
+
+    if servers is not None and not isinstance(servers, Mapping):
+        raise ConfigError(f"servers must map a flavour name to addresses, got {servers!r}")
+    merged = {k: _addresses(v) for k, v in (servers or {}).items()}
+    for flavour, addrs in shortcuts.items():
+        if addrs and flavour in merged:
+            raise ConfigError(f"{flavour} addresses given twice: in servers= and {flavour}=")
+        if addrs:
+            merged[flavour] = _addresses(addrs)
+    known = flavour_names()
+    for flavour in merged:
+        if flavour not in known:
+            raise ConfigError(f"unknown server flavour {flavour!r} in servers=; known: "
+                              f"{', '.join(known)}")
+    return merged
+
+
 class ControllerCore:
     """The construction, lifecycle and submission of a :class:`~.controller.RolloutController`
     (its arguments are documented there)."""
@@ -44,6 +65,7 @@ class ControllerCore:
         self,
         engines: InferenceEngine | Sequence[InferenceEngine] | None = None,
         *,
+        servers: Mapping[str, str | Sequence[str]] | None = None,
         sglang: str | Sequence[str] = (),
         vllm: str | Sequence[str] = (),
         engine_config: EngineConfig | None = None,
@@ -73,11 +95,11 @@ class ControllerCore:
         self.binding = LoopBinding()
         self.results = ResultBook(self.tracer, self.ids)
         self.workers: list[Worker] = self.scheduler.create_workers(WorkerSpec(
-            engines=given, sglang=_addresses(sglang), vllm=_addresses(vllm),
+            engines=given, servers=_servers(servers, sglang=sglang, vllm=vllm),
             engine_config=engine_config, executor_config=executor_config,
             tracer=self.tracer, sink=self.results.deliver, binding=self.binding))
         if not self.workers:
-            raise ConfigError("RolloutController needs engines, or sglang=/vllm= addresses")
+            raise ConfigError("RolloutController needs engines, or servers= addresses")
         names = [w.name for w in self.workers]
         if len(set(names)) != len(names):
             raise ConfigError(f"workers need distinct names, got {names}")

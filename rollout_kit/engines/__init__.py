@@ -1,4 +1,7 @@
-"""Remote inference engines: SGLang and vLLM servers over aiohttp.
+"""Remote inference engines: SGLang and vLLM servers (native, completions and chat APIs).
+
+Server flavours are a registry (:mod:`.flavours`): ``sglang``, ``vllm``, ``sglang-chat``,
+``vllm-chat``; :func:`make_engine` builds an engine of any of them.
 
 Usage::
 
@@ -12,12 +15,16 @@ from __future__ import annotations
 
 from .backend import Backend, ControlRequest, Segment, StreamParser
 from .base import InferenceEngine
+from .flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
 from .remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from .routing import ROUTE_KEY_SEPARATOR, Router, route_key
 from .sglang import SGLangBackend
+from .sglang_chat import SGLangChatBackend
 from .vllm import VLLMBackend
+from .vllm_chat import VLLMChatBackend
 
 __all__ = [
+    "FLAVOURS",
     "ROUTE_KEY_SEPARATOR",
     "Backend",
     "ControlRequest",
@@ -27,8 +34,14 @@ __all__ = [
     "RemotevLLMEngine",
     "Router",
     "SGLangBackend",
+    "SGLangChatBackend",
     "Segment",
     "StreamParser",
     "VLLMBackend",
+    "VLLMChatBackend",
+    "backend_for",
+    "flavour_names",
+    "make_engine",
+    "register_flavour",
     "route_key",
 ]

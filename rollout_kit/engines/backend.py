@@ -97,6 +97,9 @@ class Segment:
     server_timing: dict[str, float] = field(default_factory=dict)
     chunks: list[tuple[int, int]] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    completion_tokens: int | None = None
+    ids_returned: bool = True
 
     def check(self) -> Segment:
         """Validate the parsed lengths; fill missing logprobs with ``nan``."""
@@ -149,6 +152,8 @@ class Backend(ABC):
     """One server flavour's request/response translation and control endpoints."""
 
     flavour: ClassVar[str]
+    #: the server software (``sglang`` / ``vllm``): what a simulator of this flavour runs
+    server_family: ClassVar[str]
     generate_endpoint: ClassVar[str]
     health_endpoint: ClassVar[str] = "/health"
     metrics_endpoint: ClassVar[str] = "/metrics"
@@ -157,6 +162,10 @@ class Backend(ABC):
     paused_probe: ClassVar[ControlRequest | None] = None
     needs_model: ClassVar[bool] = False
     wrong_flavour_hint: ClassVar[str]
+    #: the chat endpoint, for flavours that speak OpenAI's chat API (``None``: ids/text only)
+    chat_endpoint: ClassVar[str | None] = None
+    #: the endpoint that renders messages into prompt ids, where the server has one
+    render_endpoint: ClassVar[str | None] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -174,6 +183,35 @@ class Backend(ABC):
     @abstractmethod
     def stream_parser(self) -> StreamParser:
         """A fresh parser for one streamed response."""
+
+    def build_chat_request(self, *, messages: list[dict[str, Any]],
+                           tools: list[dict[str, Any]] | None, gconfig: GenerationConfig,
+                           max_new_tokens: int, stream: bool,
+                           model: str | None) -> dict[str, Any]:
+        """The JSON body of one chat request (only flavours with a :attr:`chat_endpoint`)."""
+        del messages, tools, gconfig, max_new_tokens, stream, model
+        raise ConfigError(f"the {self.flavour} flavour speaks no chat API: use a chat flavour "
+                          f"(e.g. servers={{'{self.flavour}-chat': [...]}})")
+
+    def parse_chat_response(self, body: Any) -> Segment:
+        """Parse one non-streamed chat response."""
+        raise NotImplementedError(f"{self.flavour} has no chat API")
+
+    def chat_stream_parser(self) -> StreamParser:
+        """A fresh parser for one streamed chat response."""
+        raise NotImplementedError(f"{self.flavour} has no chat API")
+
+    def render_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                       *, add_generation_prompt: bool, model: str | None) -> ControlRequest:
+        """The request that renders ``messages`` into the prompt ids the chat API would send."""
+        del messages, tools, add_generation_prompt, model
+        raise ConfigError(f"the {self.flavour} flavour has no endpoint that renders messages "
+                          "into token ids; pass a render function (e.g. a tokenizer's "
+                          "apply_chat_template)")
+
+    def parse_render(self, body: Any) -> list[int]:
+        """The prompt ids of a :meth:`render_request` answer."""
+        return token_ids(body["tokens"])
 
     def parse_paused(self, body: Any) -> bool:
         """Read the answer of :attr:`paused_probe`."""

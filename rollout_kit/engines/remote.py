@@ -29,10 +29,10 @@ import enum
 import logging
 import math
 import time
-from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..config import EngineConfig, GenerationConfig
+from ..config import EngineConfig
 from ..errors import (
     ConfigError,
     ControllerStateError,
@@ -45,7 +45,7 @@ from ..tracing import annotate, dump_call, increment, traceparent
 from ..tracing.dumps import SegmentRecord
 from ..tracing.helpers import session_event
 from ..tracing.schema import CONTINUE
-from .backend import PARSE_ERRORS, Backend, Segment
+from .backend import PARSE_ERRORS, Backend, Segment, StreamParser
 from .base import InferenceEngine
 from .control import ServerControl
 from .health import ServerHealth
@@ -70,6 +70,14 @@ __all__ = ["RemoteInfEngine", "RemoteSGLangEngine", "RemotevLLMEngine"]
 
 logger = logging.getLogger("rollout_kit.engines")
 
+
+
+class _Api(NamedTuple):
+    """One generation endpoint of a flavour: where to send, how to read the answer."""
+
+    endpoint: str
+    parse: Callable[[Any], Segment]
+    stream_parser: Callable[[], StreamParser]
 
 
 class _State(enum.Enum):
@@ -97,7 +105,10 @@ class RemoteInfEngine(InferenceEngine):
         self.backend = backend
         servers = parse_addresses(addresses)
         self.name = name or f"{backend.flavour}@{','.join(servers)}"
-        self.router = Router(servers, self.config.routing)
+        routing = self.config.routing
+        if backend.chat_endpoint is not None and routing == "round_robin":
+            routing = "sticky"  # a conversation's turns share a server's prefix cache
+        self.router = Router(servers, routing)
         self._http = HttpClient(self.config)
         self._health = ServerHealth(self._http, self.router, backend, self.config)
         self._state = _State.UNOPENED
@@ -106,6 +117,10 @@ class RemoteInfEngine(InferenceEngine):
         self._version = 0
         self._model = self.config.model
         self._control = ServerControl(self._http, backend, self.config, self.router.servers)
+        self._api = _Api(backend.generate_endpoint, backend.parse_response,
+                         backend.stream_parser)
+        self._chat_api = (None if backend.chat_endpoint is None else _Api(
+            backend.chat_endpoint, backend.parse_chat_response, backend.chat_stream_parser))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(name={self.name!r}, servers={list(self.servers)!r}, "
@@ -246,8 +261,10 @@ class RemoteInfEngine(InferenceEngine):
             await self._ensure_open()
         g = req.gconfig
         if g.n_samples != 1:
-            raise ConfigError(f"agenerate takes n_samples=1 (got {g.n_samples}); "
+            raise ConfigError(f"generate_async takes n_samples=1 (got {g.n_samples}); "
                               "send one request per sample")
+        if req.messages is not None:
+            return await self._chat(req)
         dumping = dump_call()
         rec = None if dumping is None else CallRecording(dumping, g)  # recorded for replay
         if rec is not None:
@@ -267,7 +284,10 @@ class RemoteInfEngine(InferenceEngine):
                 text = None if prompt else (req.text or "") + out.text
                 ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
                 room = budget - len(out.tokens)
-                seg, server = await self._segment(key, ids, text, g, room, server, state,
+                payload = self.backend.build_request(
+                    input_ids=ids, text=text, gconfig=g, max_new_tokens=room,
+                    stream=self.config.stream, model=self._model)
+                seg, server = await self._segment(key, payload, self._api, server, state,
                                                   headers)
                 if not prompt and seg.prompt_ids:
                     prompt = seg.prompt_ids
@@ -306,8 +326,56 @@ class RemoteInfEngine(InferenceEngine):
                       t0=t0, latency=resp.latency)
         return resp
 
+    async def _chat(self, req: ModelRequest) -> ModelResponse:
+        """One chat completion: the server renders ``req.messages`` (no continuation after
+        a server-side abort: a chat call ends with ``stop_reason="abort"``)."""
+        api = self._chat_api
+        if api is None:
+            self.backend.build_chat_request(messages=[], tools=None, gconfig=req.gconfig,
+                                            max_new_tokens=1, stream=False, model=None)
+            raise AssertionError("unreachable")  # pragma: no cover (the line above raises)
+        assert req.messages is not None
+        g = req.gconfig
+        dumping = dump_call()
+        rec = None if dumping is None else CallRecording(dumping, g)
+        if rec is not None:
+            g = rec.gconfig
+        tp = traceparent() if self.config.trace_context else None
+        headers = json_headers({"traceparent": tp}) if tp is not None else None
+        payload = self.backend.build_chat_request(
+            messages=req.messages, tools=req.tools, gconfig=g, max_new_tokens=g.max_new_tokens,
+            stream=self.config.stream, model=self._model)
+        out = Output()
+        state = RetryState()
+        server: str | None = None
+        t0 = time.perf_counter_ns()
+        try:
+            seg, server = await self._segment(route_key(req.rid, req.metadata), payload, api,
+                                              None, state, headers)
+        except EngineError as exc:
+            annotate(server=exc.server or server, rid=req.rid, http_status=state.last_status)
+            increment(retries=state.retries)
+            if rec is not None:
+                rec.write(engine=self.name, flavour=self.backend.flavour, model=self._model,
+                          req=req, prompt=[], out=out, stop=None, server=exc.server,
+                          t0=t0, latency=math.nan, error=truncate(str(exc)))
+            raise
+        if rec is not None:
+            rec.segments.append(SegmentRecord(0, g.max_new_tokens, len(seg.tokens), seg.finish,
+                                              server, self._version))
+        out.add(seg, seg.versions or [self._version] * len(seg.tokens))
+        prompt = seg.prompt_ids or []
+        resp = self._response(req, prompt, out, seg.finish or "stop", t0, server, 0, state,
+                              seg)
+        if rec is not None:
+            rec.write(engine=self.name, flavour=self.backend.flavour, model=self._model,
+                      req=req, prompt=prompt, out=out, stop=resp.stop_reason, server=server,
+                      t0=t0, latency=resp.latency)
+        return resp
+
     def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
-                  t0: int, server: str | None, n_cont: int, state: RetryState) -> ModelResponse:
+                  t0: int, server: str | None, n_cont: int, state: RetryState,
+                  chat: Segment | None = None) -> ModelResponse:
         latency = (time.perf_counter_ns() - t0) / 1e9
         ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
         resp = ModelResponse(
@@ -322,13 +390,22 @@ class RemoteInfEngine(InferenceEngine):
             attrs["itl_s"] = sum(out.itl) / len(out.itl) if out.itl else math.nan
         if self.config.record_text and resp.text is not None:
             attrs["output_text"] = resp.text
+        n_prompt, n_out = len(prompt), len(out.tokens)
+        if chat is not None:  # what only a chat answer has
+            resp.tool_calls = chat.tool_calls
+            resp.prompt_tokens = chat.prompt_tokens
+            resp.completion_tokens = chat.completion_tokens
+            if not chat.ids_returned:
+                resp.token_source = "none"
+                n_prompt, n_out = chat.prompt_tokens or 0, chat.completion_tokens or 0
+            attrs["cached_tokens"] = out.cached_tokens
+            attrs["token_source"] = resp.token_source
         annotate(**attrs)
-        increment(prompt_tokens=len(prompt), completion_tokens=len(out.tokens),
+        increment(prompt_tokens=n_prompt, completion_tokens=n_out,
                   continuations=n_cont, retries=state.retries)
         return resp
 
-    async def _segment(self, key: str, input_ids: list[int] | None, text: str | None,
-                       gconfig: GenerationConfig, max_new_tokens: int, prefer: str | None,
+    async def _segment(self, key: str, payload: dict[str, Any], api: _Api, prefer: str | None,
                        state: RetryState, headers: dict[str, str] | None
                        ) -> tuple[Segment, str]:
         """One server response (with retries), and the server that gave it.
@@ -337,9 +414,6 @@ class RemoteInfEngine(InferenceEngine):
         context manager, one coroutine frame between the caller and aiohttp's.
         """
         cfg = self.config
-        payload = self.backend.build_request(
-            input_ids=input_ids, text=text, gconfig=gconfig, max_new_tokens=max_new_tokens,
-            stream=cfg.stream, model=self._model)
         started = time.monotonic()
         router = self.router
         server = router.choose(key, prefer=prefer)
@@ -347,14 +421,15 @@ class RemoteInfEngine(InferenceEngine):
         router.started(server)
         try:
             if cfg.stream:
-                seg = await self._stream_once(server, payload, timeout, headers)
+                seg = await self._stream_once(server, payload, api, timeout, headers)
             else:  # _send without its frame
-                seg = self._parse(server, await self._post(server, payload, timeout, headers))
+                seg = self._parse(server, await self._post(server, payload, api, timeout,
+                                                           headers), api)
         except EngineError as exc:
             router.finished(server)
             if is_connect_failure(exc):
                 router.mark_down(server)
-            return await self._retry(key, payload, prefer, state, [server], exc, started,
+            return await self._retry(key, payload, api, prefer, state, [server], exc, started,
                                      headers)
         except BaseException:
             router.finished(server)
@@ -362,7 +437,7 @@ class RemoteInfEngine(InferenceEngine):
         router.finished(server)
         return seg, server
 
-    async def _retry(self, key: str, payload: dict[str, Any], prefer: str | None,
+    async def _retry(self, key: str, payload: dict[str, Any], api: _Api, prefer: str | None,
                      state: RetryState, failed: list[str], first: EngineError,
                      started: float, headers: dict[str, str] | None) -> tuple[Segment, str]:
         """The attempts after a failed first one, under the retry policy."""
@@ -372,7 +447,7 @@ class RemoteInfEngine(InferenceEngine):
             server = self.router.choose(key, exclude=failed, prefer=prefer if i == 0 else None)
             self.router.started(server)
             try:
-                return await self._send(server, payload, timeout, headers), server
+                return await self._send(server, payload, api, timeout, headers), server
             except EngineError as exc:
                 failed.append(server)
                 if is_connect_failure(exc):
@@ -383,44 +458,46 @@ class RemoteInfEngine(InferenceEngine):
 
         return await call_with_retries(
             attempt, policy=cfg.retry, request_timeout=cfg.timeouts.request,
-            total_timeout=cfg.timeouts.total, state=state, what=self.backend.generate_endpoint,
+            total_timeout=cfg.timeouts.total, state=state, what=api.endpoint,
             first_error=first, started=started)
 
-    def _bad_body(self, server: str, exc: Exception, body: Any) -> EngineResponseError:
-        endpoint = self.backend.generate_endpoint
+    def _bad_body(self, server: str, exc: Exception, body: Any,
+                  endpoint: str) -> EngineResponseError:
         return EngineResponseError(
             f"{server} {endpoint} answered with a body that does not follow the "
             f"{self.backend.flavour} API ({type(exc).__name__}: {truncate(str(exc), 120)}): "
             f"{truncate(body, 200)}. {self.backend.wrong_flavour_hint}",
             server=server, endpoint=endpoint)
 
-    def _parse(self, server: str, raw: bytes) -> Segment:
+    def _parse(self, server: str, raw: bytes, api: _Api) -> Segment:
         """A whole (non-streamed) response body as a :class:`Segment`."""
-        endpoint = self.backend.generate_endpoint
+        endpoint = api.endpoint
         body = parse_json(raw, server=server, endpoint=endpoint,
                           hint=self.backend.wrong_flavour_hint)
         try:
-            return self.backend.parse_response(body)
+            return api.parse(body)
         except PARSE_ERRORS as exc:
-            raise self._bad_body(server, exc, body) from None
+            raise self._bad_body(server, exc, body, endpoint) from None
 
-    def _post(self, server: str, payload: dict[str, Any], timeout: float,
+    def _post(self, server: str, payload: dict[str, Any], api: _Api, timeout: float,
               headers: dict[str, str] | None) -> Coroutine[Any, Any, bytes]:
         """The generate request's coroutine (not awaited here: no frame of its own)."""
-        return self._http.request(server, "POST", self.backend.generate_endpoint,
-                                  payload=payload, timeout=timeout,
-                                  hint=self.backend.wrong_flavour_hint, headers=headers)
+        return self._http.request(server, "POST", api.endpoint, payload=payload,
+                                  timeout=timeout, hint=self.backend.wrong_flavour_hint,
+                                  headers=headers)
 
-    async def _send(self, server: str, payload: dict[str, Any], timeout: float,
+    async def _send(self, server: str, payload: dict[str, Any], api: _Api, timeout: float,
                     headers: dict[str, str] | None) -> Segment:
         """One attempt on ``server`` (streamed or not)."""
         if self.config.stream:
-            return await self._stream_once(server, payload, timeout, headers)
-        return self._parse(server, await self._post(server, payload, timeout, headers))
+            return await self._stream_once(server, payload, api, timeout, headers)
+        return self._parse(server, await self._post(server, payload, api, timeout, headers),
+                           api)
 
-    async def _stream_once(self, server: str, payload: dict[str, Any], timeout: float,
-                           headers: dict[str, str] | None) -> Segment:
-        parser = self.backend.stream_parser()
+    async def _stream_once(self, server: str, payload: dict[str, Any], api: _Api,
+                           timeout: float, headers: dict[str, str] | None) -> Segment:
+        endpoint = api.endpoint
+        parser = api.stream_parser()
         tokens = parser.segment.tokens
         # each token gets the weight version current when it arrived: the tokens seen so
         # far are stamped only when the version changes, the rest at the end
@@ -428,7 +505,7 @@ class RemoteInfEngine(InferenceEngine):
         version = self._version
         feed = parser.feed
         async for event in self._http.stream_sse(
-                server, self.backend.generate_endpoint, payload, timeout=timeout,
+                server, endpoint, payload, timeout=timeout,
                 hint=self.backend.wrong_flavour_hint, headers=headers):
             if self._version != version:
                 versions.extend([version] * (len(tokens) - len(versions)))
@@ -436,18 +513,40 @@ class RemoteInfEngine(InferenceEngine):
             try:
                 feed(event.data, event.t_ns)
             except PARSE_ERRORS as exc:
-                raise self._bad_body(server, exc, event.data) from None
+                raise self._bad_body(server, exc, event.data, endpoint) from None
         try:
             seg = parser.result()
         except PARSE_ERRORS as exc:
-            raise self._bad_body(server, exc, "<stream>") from None
+            raise self._bad_body(server, exc, "<stream>", endpoint) from None
         versions.extend([version] * (len(seg.tokens) - len(versions)))
         seg.versions = versions
         if seg.finish is None:
             raise EngineResponseError(
-                f"{server} {self.backend.generate_endpoint}: the stream ended without a "
-                "finish reason", server=server, endpoint=self.backend.generate_endpoint)
+                f"{server} {endpoint}: the stream ended without a finish reason",
+                server=server, endpoint=endpoint)
         return seg
+
+    async def render_async(self, messages: list[dict[str, Any]],
+                           tools: list[dict[str, Any]] | None = None, *,
+                           add_generation_prompt: bool = True, rid: str = "") -> list[int]:
+        """The prompt ids the server's chat template renders ``messages`` into (vLLM:
+        ``/tokenize``), from the server ``rid`` is routed to.
+
+        Raises:
+            ConfigError: the flavour has no render endpoint.
+            EngineError: the server failed.
+        """
+        request = self.backend.render_request(
+            messages, tools, add_generation_prompt=add_generation_prompt, model=self._model)
+        await self._ensure_open()
+        server = self.router.choose(route_key(rid, {}) if rid else "")
+        body = await self._http.request_json(server, request.method, request.endpoint,
+                                             payload=request.payload,
+                                             timeout=self.config.timeouts.request)
+        try:
+            return self.backend.parse_render(body)
+        except PARSE_ERRORS as exc:
+            raise self._bad_body(server, exc, body, request.endpoint) from None
 
     # -- observability -----------------------------------------------------------------
 

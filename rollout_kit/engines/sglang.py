@@ -121,6 +121,7 @@ class SGLangBackend(Backend):
     """SGLang's native API (``/generate``, ``/pause_generation``, ``/continue_generation``)."""
 
     flavour = "sglang"
+    server_family = "sglang"
     generate_endpoint = "/generate"
     pause_request = ControlRequest("POST", "/pause_generation", {})
     resume_request = ControlRequest("POST", "/continue_generation", {})

@@ -102,6 +102,7 @@ class VLLMBackend(Backend):
     """vLLM's OpenAI-compatible completions API and its dev-mode control endpoints."""
 
     flavour = "vllm"
+    server_family = "vllm"
     generate_endpoint = "/v1/completions"
     pause_request = ControlRequest("POST", "/pause", None, {"mode": "abort"})
     resume_request = ControlRequest("POST", "/resume")

@@ -57,7 +57,7 @@ def replay_frame(rows: Iterable[tuple[CallKey, dict[str, Any]]]) -> pd.DataFrame
 def _engines_for(dump: pd.DataFrame, config: EngineConfig | None
                  ) -> dict[str, RemoteInfEngine]:
     """One engine per recorded flavour, over the servers the dump names for it."""
-    from ..engines import RemoteSGLangEngine, RemotevLLMEngine
+    from ..engines import make_engine
 
     engines: dict[str, RemoteInfEngine] = {}
     for flavour, servers in dump.groupby("flavour", dropna=False)["server"]:
@@ -65,12 +65,7 @@ def _engines_for(dump: pd.DataFrame, config: EngineConfig | None
         if not isinstance(flavour, str) or not addresses:
             raise ConfigError("the dump names no server for some calls (an AReaL dump?): "
                               "pass engine= (or servers= and flavour=)")
-        if flavour == "sglang":
-            engines[flavour] = RemoteSGLangEngine(addresses, config=config)
-        elif flavour == "vllm":
-            engines[flavour] = RemotevLLMEngine(addresses, config=config)
-        else:
-            raise ConfigError(f"the dump's engine flavour {flavour!r} is not sglang or vllm")
+        engines[flavour] = make_engine(flavour, addresses, config=config)
     return engines
 
 
@@ -104,12 +99,11 @@ async def replay_async(source: ReplaySource, *, task_ids: Sequence[int] | None =
     tasks, missing = replay_tasks(dump, task_ids)
     owned: dict[str, RemoteInfEngine] = {}
     if engine is None and servers is not None:
-        from ..engines import RemoteSGLangEngine, RemotevLLMEngine
+        from ..engines import make_engine
 
-        if flavour not in ("sglang", "vllm"):
-            raise ConfigError(f"servers= needs flavour='sglang' or 'vllm', got {flavour!r}")
-        cls = RemoteSGLangEngine if flavour == "sglang" else RemotevLLMEngine
-        engine = owned[flavour] = cls(servers, config=engine_config)
+        if flavour is None:
+            raise ConfigError("servers= needs flavour= (a server flavour name, e.g. 'vllm')")
+        engine = owned[flavour] = make_engine(flavour, servers, config=engine_config)
     elif engine is None and tasks:
         owned = _engines_for(dump.loc[[t.task_id for t in tasks]], engine_config)
     workflow = ReplayWorkflow(check_determinism=check_determinism)

@@ -9,8 +9,8 @@ the worker of each task. Both are protocols: the controller calls only the metho
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -95,7 +95,9 @@ class WorkerSpec:
 
     Attributes:
         engines: engines the caller built (the caller keeps ownership).
-        sglang, vllm: server addresses for engines the pool builds (and owns).
+        servers: server addresses by flavour name
+            (:data:`rollout_kit.engines.flavours.FLAVOURS`), for engines the pool builds
+            (and owns): one engine per flavour, named after it.
         engine_config, executor_config: settings of those engines and of every executor.
         tracer: where every worker records.
         sink: where every result goes (the controller's results).
@@ -103,8 +105,7 @@ class WorkerSpec:
     """
 
     engines: Sequence[InferenceEngine] = ()
-    sglang: Sequence[str] = ()
-    vllm: Sequence[str] = ()
+    servers: Mapping[str, Sequence[str]] = field(default_factory=dict)
     engine_config: EngineConfig | None = None
     executor_config: ExecutorConfig | None = None
     tracer: Tracer

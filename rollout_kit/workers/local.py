@@ -2,7 +2,7 @@
 
 :class:`LocalScheduler` is the default :class:`~rollout_kit.workers.base.WorkerPool`: it
 wraps the engines the caller gives (the caller keeps them) and builds one remote engine per
-server flavour from ``sglang=`` / ``vllm=`` addresses (the pool's workers own those), then
+server flavour from ``servers=`` addresses (the pool's workers own those), then
 picks a worker per task round robin or by least load.
 """
 
@@ -127,18 +127,14 @@ class LocalScheduler:
 
     def create_workers(self, spec: WorkerSpec) -> list[Worker]:
         """One worker per given engine, plus one per server flavour with addresses."""
-        from ..engines import InferenceEngine, RemoteSGLangEngine, RemotevLLMEngine
+        from ..engines import InferenceEngine, make_engine
 
         for e in spec.engines:
             if not isinstance(e, InferenceEngine):
                 raise ConfigError(f"engines must be InferenceEngine objects, got {e!r}")
         pairs: list[tuple[InferenceEngine, bool]] = [(e, False) for e in spec.engines]
-        if spec.sglang:
-            pairs.append((RemoteSGLangEngine(spec.sglang, config=spec.engine_config,
-                                             name="sglang"), True))
-        if spec.vllm:
-            pairs.append((RemotevLLMEngine(spec.vllm, config=spec.engine_config,
-                                           name="vllm"), True))
+        pairs += [(make_engine(flavour, addrs, config=spec.engine_config, name=flavour), True)
+                  for flavour, addrs in spec.servers.items() if addrs]
         names = [e.name or f"worker{i}" for i, (e, _) in enumerate(pairs)]
         if len(set(names)) != len(names):
             raise ConfigError(f"worker engines need distinct names, got {names}")

@@ -210,11 +210,17 @@ class Script:
         self.segments = list(segments)
         self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, key: str, ids: list[int] | None, text: str | None,
-                       gconfig: GenerationConfig, room: int, prefer: str | None,
+    async def __call__(self, key: str, payload: dict[str, Any], api: Any, prefer: str | None,
                        state: Any, headers: Any) -> tuple[Segment, str]:
+        if "sampling_params" in payload:  # SGLang's /generate
+            ids, text = payload.get("input_ids"), payload.get("text")
+            room = payload["sampling_params"]["max_new_tokens"]
+        else:  # vLLM's /v1/completions
+            prompt = payload["prompt"]
+            ids, text = (prompt, None) if isinstance(prompt, list) else (None, prompt)
+            room = payload["max_tokens"]
         self.calls.append({"key": key, "ids": ids, "text": text, "room": room,
-                           "prefer": prefer, "headers": headers})
+                           "prefer": prefer, "headers": headers, "endpoint": api.endpoint})
         item = self.segments.pop(0)
         if isinstance(item, BaseException):
             state.retries += 1
@@ -894,7 +900,7 @@ async def test_versions_are_stamped_as_stream_tokens_arrive(server: Any) -> None
         parser.feed = fed_once  # type: ignore[method-assign]
         return parser
 
-    engine.backend.stream_parser = spied  # type: ignore[method-assign]
+    engine._api = engine._api._replace(stream_parser=spied)
     async with engine:
         resp = await engine.generate_async(req(max_new_tokens=4))
     assert resp.output_tokens == [1, 2] and resp.output_versions == [0, 1]
@@ -941,7 +947,7 @@ async def test_the_route_key_of_the_metadata_and_one_sample_per_call() -> None:
     finally:
         await engine.close_async()
     assert script.calls[0]["key"] == "conversation-9"
-    assert str(info.value) == ("agenerate takes n_samples=1 (got 2); send one request per "
+    assert str(info.value) == ("generate_async takes n_samples=1 (got 2); send one request per "
                                "sample")
 
 

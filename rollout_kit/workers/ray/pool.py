@@ -88,13 +88,12 @@ class _AddressEngines:
     num_workers: int
 
     def __call__(self, index: int) -> InferenceEngine:
-        from ...engines import RemoteSGLangEngine, RemotevLLMEngine
+        from ...engines import make_engine
 
         addrs = self.addresses
         if self.partition:
             addrs = addrs[index % len(addrs)::self.num_workers] or addrs
-        cls = RemoteSGLangEngine if self.kind == "sglang" else RemotevLLMEngine
-        return cls(list(addrs), config=self.config, name=self.kind)
+        return make_engine(self.kind, list(addrs), config=self.config, name=self.kind)
 
 
 class RayScheduler:
@@ -107,7 +106,7 @@ class RayScheduler:
         resources_per_worker: Ray resources of each actor, e.g. ``{"CPU": 1}``,
             ``{"GPU": 1}`` or custom ones (default: Ray's actor default).
         engine_factory: ``fn(index) -> InferenceEngine`` run inside each worker; default:
-            one engine over the controller's ``sglang=`` / ``vllm=`` addresses.
+            one engine over the controller's server addresses (one flavour).
         partition_servers: give worker ``i`` every ``num_workers``-th address instead of all.
         policy: ``"round_robin"`` or ``"least_loaded"``.
         init_kwargs: extra keyword arguments for ``ray.init`` (when this starts Ray).
@@ -147,14 +146,14 @@ class RayScheduler:
     def _factory(self, spec: WorkerSpec) -> EngineFactory:
         if spec.engines:
             raise ConfigError("RayScheduler builds its engines inside the workers: pass "
-                              "sglang= / vllm= addresses or an engine_factory, not engines")
+                              "server addresses or an engine_factory, not engines")
         if self.engine_factory is not None:
             return self.engine_factory
-        sg, vl = list(spec.sglang), list(spec.vllm)
-        if bool(sg) == bool(vl):
-            raise ConfigError("RayScheduler needs exactly one of sglang= / vllm= addresses "
-                              "(or an engine_factory)")
-        kind, addrs = ("sglang", sg) if sg else ("vllm", vl)
+        given = {flavour: addrs for flavour, addrs in spec.servers.items() if addrs}
+        if len(given) != 1:
+            raise ConfigError("RayScheduler needs the addresses of exactly one flavour "
+                              f"(or an engine_factory), got {sorted(given) or 'none'}")
+        [(kind, addrs)] = given.items()
         return _AddressEngines(kind, tuple(addrs), spec.engine_config, self.partition_servers,
                                self.num_workers)
 
