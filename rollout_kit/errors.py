@@ -26,6 +26,10 @@ Every error rollout_kit raises on purpose is a ``RolloutKitError``. Where a stdl
     │   ├── EngineResponseError                 2xx but the body is not what the API promises
     │   └── NoHealthyServerError                every address is down / out of rotation
     ├── WorkflowError                           a workflow raised; carries task_id and the cause
+    ├── AgentError                              an agent's turn or tool ended its task
+    │   ├── TurnTimeoutError(TimeoutError)      one chat call took longer than turn_timeout
+    │   ├── ToolError                           a tool raised (with tool_errors="raise")
+    │   └── AgentClosedError                    a call on a client whose task has ended
     ├── RolloutTimeoutError(TimeoutError)       wait()/wait_for() ran out of time
     ├── ControllerStateError                    used after aclose(), wrong loop, paused forever …
     ├── SyncInLoopError(RuntimeError)           a blocking call cannot run in this event loop
@@ -49,6 +53,9 @@ anything else is a bug or a deliberate raise in the workflow::
     http_error           EngineStatusError         another error status
     bad_response         EngineResponseError       a 2xx body that breaks the API
     engine_error         EngineError               another engine failure
+    turn_timeout         TurnTimeoutError          an agent's turn ran past its timeout
+    tool_error           ToolError                 an agent's tool raised
+    agent_closed         AgentClosedError          an agent called after its task ended
     workflow_exception   any other exception       the workflow itself raised
 
 For an engine error the task's ``error`` text starts with :attr:`EngineError.brief`, a short
@@ -66,6 +73,8 @@ __all__ = [
     "ControllerStateError",
     "DatasetError",
     "DuplicateTaskIdError",
+    "AgentClosedError",
+    "AgentError",
     "EngineBadRequestError",
     "EngineConnectionError",
     "EngineError",
@@ -85,7 +94,9 @@ __all__ = [
     "TaskIdMismatchError",
     "TraceError",
     "TraceSchemaError",
+    "ToolError",
     "TraceStateError",
+    "TurnTimeoutError",
     "UnknownTaskIdError",
     "WorkflowError",
     "truncate",
@@ -322,6 +333,31 @@ class WorkflowError(RolloutKitError):
         super().__init__(message)
         self.task_id = task_id
         self.traceback = traceback
+
+
+class AgentError(RolloutKitError):
+    """An agent's chat turn or tool ended its task; ``failure_reason`` names how (a
+    timed-out turn is a failure with its own reason, never a low reward)."""
+
+    failure_reason: ClassVar[str] = "agent_error"
+
+
+class TurnTimeoutError(AgentError, TimeoutError):
+    """One chat call of an agent took longer than its ``turn_timeout``."""
+
+    failure_reason = "turn_timeout"
+
+
+class ToolError(AgentError):
+    """A tool raised while ``tool_errors="raise"``; ``__cause__`` is its exception."""
+
+    failure_reason = "tool_error"
+
+
+class AgentClosedError(AgentError):
+    """A chat call on an agent client whose task has already ended."""
+
+    failure_reason = "agent_closed"
 
 
 class RolloutTimeoutError(RolloutKitError, TimeoutError):

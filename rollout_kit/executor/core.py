@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._loop import LoopBinding
 from ..config import ExecutorConfig
-from ..errors import ConfigError, ControllerStateError, EngineError
+from ..errors import AgentError, ConfigError, ControllerStateError, EngineError
 from ..io import RolloutResult, Status
 from .dispatch import Dispatcher, Job
 
@@ -177,7 +177,7 @@ class WorkflowExecutor:
                     status, reason = "rejected", "should_accept_fn"
         except asyncio.CancelledError:
             status, reason, traj = "cancelled", "cancelled", None
-        except EngineError as exc:  # the server's side: no_healthy_server, timeout, …
+        except (EngineError, AgentError) as exc:  # no_healthy_server, turn_timeout, …
             status, reason, error, traj = "failed", exc.failure_reason, exc, None
             tb = traceback.format_exc()
         except Exception as exc:
