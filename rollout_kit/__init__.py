@@ -17,6 +17,7 @@ from typing import Any as _Any
 from ._version import __version__
 
 if _TYPE_CHECKING:
+    from .agents import AgentClient, AgentEndpoint, AgentWorkflow
     from .config import (
         EngineConfig,
         ExecutorConfig,
@@ -92,6 +93,9 @@ _EXPORTS: dict[str, str] = {
     "EngineResponseError": ".errors",
     "EngineServerError": ".errors",
     "EngineStatusError": ".errors",
+    "AgentClient": ".agents",
+    "AgentEndpoint": ".agents",
+    "AgentWorkflow": ".agents",
     "EngineTimeoutError": ".errors",
     "EngineUnreachableError": ".errors",
     "ExecutorConfig": ".config",
@@ -150,6 +154,9 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "__version__",
+    "AgentClient",
+    "AgentEndpoint",
+    "AgentWorkflow",
     "annotate",
     "atrace_phase",
     "ConfigError",

@@ -204,3 +204,21 @@ def test_first_divergence() -> None:
     assert first_divergence([1, 2, 3], [1, 9, 3, 4]) == 1
     assert first_divergence([1, 2, 3], [1, 2]) == 2
     assert asyncio.iscoroutinefunction(agent)
+
+
+async def test_seeded_chat_calls_record_and_replay(tmp_path: Any) -> None:
+    from rollout_kit.replay import replay_async
+    from rollout_kit.tracing import load_dump
+
+    async with serve("vllm", n=1, zero_latency=True) as cluster:
+        ctl = rk.RolloutController(servers={"vllm-chat": cluster.addresses}, dump=tmp_path)
+        try:
+            wf = AgentWorkflow(agent, exact, n_samples=2, tools={"calculator": calculator})
+            assert all(r.ok for r in await ctl.rollout_batch_async(DATA, wf))
+        finally:
+            await ctl.close_async()
+        calls = load_dump(tmp_path)
+        assert len(calls) == 8 and (calls["flavour"] == "vllm-chat").all()
+        assert calls["prompt_ids"].map(len).min() > 0  # the chat template's own ids
+        frame = await replay_async(tmp_path)  # the recorded ids, to the same server
+    assert (frame["status"] == "identical").all(), frame[["status", "reason"]]
