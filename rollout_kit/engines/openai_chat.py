@@ -133,6 +133,7 @@ class ChatStreamParser(StreamParser):
         self._text: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
         self._args: dict[int, list[str]] = {}
+        self.segment.ids_returned = False  # until an event carries ids
 
     def feed(self, event: Any, t_ns: int) -> None:
         choices = event.get("choices")
@@ -162,6 +163,8 @@ class ChatStreamParser(StreamParser):
             seg.finish = as_stop_reason(str(choice["finish_reason"]))
         if "prompt_token_ids" in event or event.get("usage") is not None or "sim_timing" in event:
             _fill_usage(seg, event)
+            if event.get("prompt_token_ids"):
+                seg.ids_returned = True
 
     def _tool_piece(self, piece: dict[str, Any]) -> None:
         i = int(piece.get("index", 0))

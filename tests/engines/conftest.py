@@ -10,7 +10,8 @@ import pytest
 from aiohttp import web
 
 from rollout_kit.config import GenerationConfig, Timeouts
-from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
+from rollout_kit.engines import RemoteInfEngine
+from rollout_kit.engines import make_engine as make_flavour_engine
 from rollout_kit.io import ModelRequest
 from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
@@ -32,8 +33,7 @@ def req(prompt: str = "What is 2+2?", **g: Any) -> ModelRequest:
 def make_engine(flavour: str, addresses: Any, **config: Any) -> RemoteInfEngine:
     """An engine of ``flavour`` with fast retries and timeouts unless overridden."""
     config.setdefault("timeouts", FAST_TIMEOUTS)
-    cls = RemoteSGLangEngine if flavour == "sglang" else RemotevLLMEngine
-    return cls(addresses, config=fast_engine_config(**config))
+    return make_flavour_engine(flavour, addresses, config=fast_engine_config(**config))
 
 
 def free_port() -> int:
