@@ -48,6 +48,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"answered right (default {d.accuracy})")
     parser.add_argument("--paused-new-requests", choices=("hold", "reject"),
                         default=d.paused_new_requests)
+    parser.add_argument("--chat-template", choices=("plain", "drop_think"),
+                        default=d.chat_template,
+                        help="chat template variant: drop_think keeps only the text after "
+                             "</think> of earlier assistant turns (reproduces retokenization "
+                             "drift)")
+    parser.add_argument("--enable-prompt-tokens-details", action="store_true",
+                        help="usage.prompt_tokens_details.cached_tokens on the OpenAI-"
+                             "compatible endpoints (vLLM's flag; SGLang's "
+                             "--enable-cache-report)")
     parser.add_argument("--error-rate", type=float, default=0.0,
                         help="fraction of generation requests answered with an error")
     parser.add_argument("--tokenizer", default=None, metavar="PATH",
@@ -72,6 +81,8 @@ def _config(args: argparse.Namespace) -> SimConfig:
         load_factor=args.load_factor, jitter_cv=args.jitter_cv,
         mean_output_tokens=args.mean_output_tokens, seed=args.seed, accuracy=args.accuracy,
         paused_new_requests=args.paused_new_requests, faults=faults,
+        chat_template=args.chat_template,
+        prompt_tokens_details=args.enable_prompt_tokens_details,
         tokenizer=args.tokenizer)
 
 

@@ -91,7 +91,14 @@ class SimConfig:
         max_tokens_policy: vLLM over-long ``max_tokens``: ``"clamp"`` (0.33) or ``"reject"``.
         paused_new_requests: vLLM requests arriving during ``/pause?mode=abort|wait``:
             ``"hold"`` until ``/resume`` (0.32) or ``"reject"`` with 503 (0.33).
-        prompt_tokens_details: vLLM ``--enable-prompt-tokens-details`` (``cached_tokens``).
+        prompt_tokens_details: vLLM ``--enable-prompt-tokens-details`` (SGLang
+            ``--enable-cache-report``): ``usage.prompt_tokens_details.cached_tokens`` on the
+            OpenAI-compatible endpoints.
+        chat_template: the chat template's variant (:mod:`rollout_kit.sim.chat_template`):
+            ``"plain"`` renders history as given; ``"drop_think"`` keeps only the text after
+            the last ``</think>`` of earlier assistant messages (Qwen3-style), so re-rendered
+            conversations drift from the generated ids, and the tool mode's outputs start with
+            a ``<think>`` part.
         sglang_incremental_streaming: SGLang ``--incremental-streaming-output`` (deltas).
         stream_chunk_tokens: tokens per stream chunk.
         vllm_version / sglang_version: versions reported by ``/version`` / ``/server_info``.
@@ -129,6 +136,7 @@ class SimConfig:
     max_tokens_policy: Literal["clamp", "reject"] = "clamp"
     paused_new_requests: Literal["hold", "reject"] = "hold"
     prompt_tokens_details: bool = False
+    chat_template: Literal["plain", "drop_think"] = "plain"
     sglang_incremental_streaming: bool = False
     stream_chunk_tokens: int = 1
     vllm_version: str = "0.32.0"
@@ -163,6 +171,8 @@ class SimConfig:
         _check(self.paused_new_requests in ("hold", "reject"),
                "paused_new_requests must be 'hold' or 'reject', "
                f"got {self.paused_new_requests!r}")
+        _check(self.chat_template in ("plain", "drop_think"),
+               f"chat_template must be 'plain' or 'drop_think', got {self.chat_template!r}")
         _check(self.faults is None or isinstance(self.faults, FaultPlan),
                "SimConfig.faults must be a FaultPlan or None")
         ep = self.otlp_traces_endpoint

@@ -23,18 +23,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from .answers import arithmetic_answer, arithmetic_answer_text
+from .chat_template import TOOLS_HEADER, tool_reply
 from .config import SimConfig
 from .generation import OutputPlan, SamplingSpec, plan_output, sequence_key
 from .latency import LatencyModel
 from .metrics import MetricsRecorder
 from .prefix_cache import PrefixCache
-from .tokenizer import SimTokenizer
+from .tokenizer import BYTE_OFFSET, SimTokenizer
 
 __all__ = ["ABORT_RUNNING", "ABORT_WAITING", "PauseMode", "SimEngine", "SimSequence"]
 
 ABORT_RUNNING = "Aborted"
 ABORT_WAITING = "Abort in waiting queue"
 PauseMode = Literal["abort", "wait", "keep"]
+#: the byte tokenizer's ids of the tools block header: a prompt not starting with them is no
+#: tool-mode prompt, found with one comparison
+_TOOLS_IDS = [b + BYTE_OFFSET for b in TOOLS_HEADER.encode()]
+_TOOLS_FIRST = _TOOLS_IDS[0]
 AdmitResult = Literal["ok", "aborted", "full"]
 Emit = Callable[["SimSequence", int], Awaitable[None]]
 
@@ -175,9 +180,12 @@ class SimEngine:
         key = sequence_key(cfg.seed, prompt_ids, spec, sample_index, client_rid,
                            draw=hash((self.draws, self.replica)))
         fn = cfg.answer_fn
+        answer: str | None = None
         if fn is not None:
             text = prompt_text if prompt_text is not None else self.tokenizer.decode(prompt_ids)
-            answer: str | None = str(fn(text))
+            answer = str(fn(text))
+        elif (answer := self._tool_reply(prompt_ids, prompt_text)) is not None:
+            pass
         elif self.tokenizer.byte_level:
             answer = arithmetic_answer(prompt_ids, cfg.accuracy, key)
         else:  # a real tokenizer: look for the question in the text
@@ -187,6 +195,24 @@ class SimEngine:
         seq.plan = plan_output(self.tokenizer, spec, key, answer=answer,
                                mean_output_tokens=self.config.mean_output_tokens)
         return seq
+
+    def _tool_reply(self, prompt_ids: Sequence[int], prompt_text: str | None) -> str | None:
+        """The tool mode's forced output (``chat_template.tool_reply``) for a prompt that
+        starts with the tools block; other prompts cost one comparison."""
+        if prompt_text is not None:
+            if not prompt_text.startswith(TOOLS_HEADER):
+                return None
+            text = prompt_text
+        elif self.tokenizer.byte_level:
+            if not prompt_ids or prompt_ids[0] != _TOOLS_FIRST or (
+                    list(prompt_ids[:len(_TOOLS_IDS)]) != _TOOLS_IDS):
+                return None
+            text = self.tokenizer.decode(prompt_ids)
+        else:  # a real tokenizer may add a BOS: look at the decoded start
+            if not self.tokenizer.decode(prompt_ids[:16]).startswith(TOOLS_HEADER[:8]):
+                return None
+            text = self.tokenizer.decode(prompt_ids)
+        return tool_reply(text, self.config.chat_template)
 
     async def gate(self, *, may_reject: bool) -> bool:
         """Hold a new request while paused.

@@ -10,6 +10,7 @@ from aiohttp import web
 from ..exposition import SGLangCollector, gen_throughput, metrics_response
 from ..http_util import ctx_of, empty_ok, json_response, optional_json
 from ..state import PauseMode
+from ..vllm.chat import serve_chat
 from .generate import flat_error, generate
 
 __all__ = ["add_sglang_routes"]
@@ -154,6 +155,12 @@ async def models(request: web.Request) -> web.Response:
         "root": name, "parent": None, "max_model_len": ctx.config.context_length}]})
 
 
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """``POST /v1/chat/completions``: the OpenAI-compatible chat in SGLang's shapes (shared
+    with the vLLM flavour's implementation; no token ids in streamed chunks)."""
+    return await serve_chat(request, "sglang")
+
+
 async def metrics(request: web.Request) -> web.Response:
     """``GET /metrics``: Prometheus text with ``sglang:*`` names."""
     return metrics_response(SGLangCollector(ctx_of(request)),
@@ -180,4 +187,5 @@ def add_sglang_routes(app: web.Application) -> None:
     r.add_post("/update_weight_version", update_weight_version)
     r.add_get("/get_weight_version", get_weight_version)
     r.add_get("/v1/models", models)
+    r.add_post("/v1/chat/completions", chat_completions)
     r.add_get("/metrics", metrics)

@@ -21,6 +21,7 @@ from ..state import SimSequence
 from ..streaming import SequenceStream, SSEWriter
 from .errors import ApiError, error_event, error_response, overloaded, param_error
 from .outputs import (
+    cached_details,
     final_text,
     fingerprint,
     finish_reason,
@@ -182,10 +183,13 @@ async def _stream(request: web.Request, ctx: ServerContext, c: CommonParams, rid
     if ended is not None:
         return ended
     if c.include_usage:
+        u = usage(ctx, prompts, seqs, details=False)
+        details = cached_details(ctx, seqs, stream=True)
+        if details is not None:  # the usage chunk drops nulls
+            u["prompt_tokens_details"] = details
         await sse.send({"id": rid, "object": "text_completion", "created": ctx.created,
                         "model": model, "choices": [],
-                        "usage": usage(ctx, prompts, seqs,
-                                       details=ctx.config.prompt_tokens_details),
+                        "usage": u,
                         "system_fingerprint": fingerprint(ctx),
                         "sim_timing": timing(ctx, seqs)})
     return await sse.finish()

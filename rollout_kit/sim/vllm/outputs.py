@@ -16,6 +16,7 @@ from ..state import SimSequence
 from .errors import PAUSED_MESSAGE, ApiError, error_response, fault_error, overloaded
 
 __all__ = [
+    "cached_details",
     "final_text",
     "fingerprint",
     "finish_reason",
@@ -117,11 +118,23 @@ def usage(ctx: ServerContext, prompts: list[list[int]], seqs: list[SimSequence],
     c = sum(s.n_done for s in seqs)
     u: dict[str, Any] = {"prompt_tokens": p, "total_tokens": p + c, "completion_tokens": c}
     if details:
-        u["prompt_tokens_details"] = (
-            {"cached_tokens": sum(s.cached for s in seqs)}
-            if ctx.config.prompt_tokens_details else None)
+        u["prompt_tokens_details"] = cached_details(ctx, seqs)
         u["completion_tokens_details"] = None
     return u
+
+
+def cached_details(ctx: ServerContext, seqs: list[SimSequence], *,
+                   stream: bool = False) -> dict[str, Any] | None:
+    """``prompt_tokens_details`` with ``SimConfig.prompt_tokens_details``, else ``None``:
+    ``{"cached_tokens": N}`` (0 included) as the real server answers, plus its null
+    ``created_cache_tokens`` / ``multimodal_tokens`` outside streams (stream chunks drop
+    nulls)."""
+    if not ctx.config.prompt_tokens_details:
+        return None
+    cached = sum(s.cached for s in seqs)
+    if stream:
+        return {"cached_tokens": cached}
+    return {"cached_tokens": cached, "created_cache_tokens": None, "multimodal_tokens": None}
 
 
 def fingerprint(ctx: ServerContext) -> str:

@@ -8,7 +8,7 @@ from aiohttp import web
 from ..exposition import VLLMCollector, metrics_response
 from ..http_util import ctx_of, empty_ok, json_response, optional_json
 from ..state import PauseMode
-from .chat import chat_completions
+from .chat import chat_completions, tokenize_messages
 from .completions import completions
 from .errors import ApiError, error_response, validation_error
 
@@ -47,9 +47,18 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def tokenize(request: web.Request) -> web.Response:
-    """``POST /tokenize``: ``{"prompt": ...}`` → ``{"count", "max_model_len", "tokens"}``."""
+    """``POST /tokenize``: ``{"prompt": str}`` or ``{"messages", "tools"?,
+    "add_generation_prompt"?}`` (rendered by the chat template, the ids the chat endpoint
+    uses) → ``{"count", "max_model_len", "tokens", "token_strs"}``."""
     ctx = ctx_of(request)
     body = await optional_json(request)
+    if body is not None and body.get("messages") is not None:
+        try:
+            ids = tokenize_messages(ctx, body)
+        except ApiError as exc:
+            return error_response(ctx, exc)
+        return json_response({"count": len(ids), "max_model_len": ctx.config.context_length,
+                              "tokens": ids, "token_strs": None})
     prompt = None if body is None else body.get("prompt")
     if not isinstance(prompt, str):
         return error_response(ctx, validation_error("prompt", prompt, "missing",
