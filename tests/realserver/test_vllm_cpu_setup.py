@@ -50,7 +50,8 @@ def model_folder(root: Path, vocab: int = 320) -> Path:
     folder = root / "tiny-llama"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"vocab_size": vocab}))
-    (folder / "rollout-kit-model.json").write_text(json.dumps({"format": 1, "vocab_size": vocab}))
+    (folder / "rollout-kit-model.json").write_text(
+        json.dumps({"format": tiny_model.MODEL_FORMAT, "vocab_size": vocab}))
     return folder
 
 
