@@ -31,7 +31,7 @@ Every error rollout_kit raises on purpose is a ``RolloutKitError``. Where a stdl
     │   ├── ToolError                           a tool raised (with tool_errors="raise")
     │   └── AgentClosedError                    a call on a client whose task has ended
     ├── RolloutTimeoutError(TimeoutError)       wait()/wait_for() ran out of time
-    ├── ControllerStateError                    used after aclose(), wrong loop, paused forever …
+    ├── ControllerStateError                    used after close(), wrong loop, paused forever …
     ├── SyncInLoopError(RuntimeError)           a blocking call cannot run in this event loop
     └── SchedulerError                          remote workers (Ray) unavailable or died
 

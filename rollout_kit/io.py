@@ -119,7 +119,8 @@ class ModelRequest:
         elif self.tools is not None:
             raise ConfigError("ModelRequest.tools needs messages (tools go to the chat API)")
         elif not self.input_ids and not self.text:
-            raise ConfigError("ModelRequest needs a non-empty input_ids, text or messages")
+            raise ConfigError("ModelRequest needs a prompt: a non-empty input_ids, text or "
+                              "messages")
         ids = self.input_ids
         if ids and (set(map(type, ids)) != {int} or min(ids) < 0):  # C-speed checks
             raise ConfigError("ModelRequest.input_ids must be non-negative ints")

@@ -332,18 +332,6 @@ def test_prepare_serializes_once_per_call() -> None:
         sched.prepare("no_such_module_xyz:Flow", None, None)
 
 
-def test_old_module_is_a_deprecated_shim() -> None:
-    code = ("import warnings\n"
-            "with warnings.catch_warnings(record=True) as w:\n"
-            "    warnings.simplefilter('always')\n"
-            "    from rollout_kit.ray_scheduler import RayScheduler\n"
-            "from rollout_kit.workers.ray import RayScheduler as New\n"
-            "assert RayScheduler is New\n"
-            "msgs = [str(x.message) for x in w if x.category is DeprecationWarning]\n"
-            "assert len(msgs) == 1 and 'rollout_kit.workers.ray' in msgs[0], msgs\n")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-
-
 def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(SchedulerError, match=r"rollout-kit\[ray\]"):
@@ -351,8 +339,7 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_importing_does_not_load_ray() -> None:
-    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.workers.ray, "
-            "rollout_kit.ray_scheduler; "
+    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.workers.ray; "
             "assert 'ray' not in sys.modules, 'ray was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from .._deprecation import deprecated_alias
 from .._gc import GcHold
 from .._loop import LoopBinding
 from ..errors import ConfigError, ControllerStateError
@@ -154,7 +153,6 @@ class ControllerCore:
         """Blocking twin of :meth:`close_async`."""
         self.binding.blocking(self.close_async(drain=drain), "close()")
 
-    aclose = deprecated_alias(close_async, "RolloutController.aclose", "close_async")
 
     async def __aenter__(self) -> Self:
         try:

@@ -220,8 +220,8 @@ class RemoteInfEngine(InferenceEngine):
     async def pause_generation_async(self) -> None:
         """Server side: abort in-flight generations on every server and hold new ones.
 
-        Aborted ``agenerate`` calls keep their partial output and wait until
-        :meth:`continue_generation`. (Client-side dispatch control is ``pause()``.)
+        Aborted ``generate_async`` calls keep their partial output and wait until
+        :meth:`continue_generation_async`. (Client-side dispatch control is ``pause()``.)
         """
         self._control.paused = True
         try:
