@@ -98,8 +98,9 @@ class ModelRequest:
     """One generation request: a prompt as ``input_ids``, ``text`` or chat ``messages`` (with
     ``tools``), plus sampling config.
 
-    ``messages`` go to a chat flavour's ``/v1/chat/completions`` (the server renders them);
-    ids and text to its completions endpoint. Requests with the same ``rid`` go to the same
+    ``messages`` go to a chat flavour's ``/v1/chat/completions`` (the server renders them,
+    with ``chat_template_kwargs`` as the template's variables); ids and text to its
+    completions endpoint. Requests with the same ``rid`` go to the same
     server under sticky routing (prefix cache).
     """
 
@@ -110,6 +111,7 @@ class ModelRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.messages is not None:
@@ -132,7 +134,8 @@ class ModelRequest:
     def copy(self) -> ModelRequest:
         return ModelRequest(rid=self.rid, input_ids=list(self.input_ids), text=self.text,
                             gconfig=self.gconfig, metadata=dict(self.metadata),
-                            messages=self.messages, tools=self.tools)
+                            messages=self.messages, tools=self.tools,
+                            chat_template_kwargs=self.chat_template_kwargs)
 
 
 @dataclass(slots=True, kw_only=True)

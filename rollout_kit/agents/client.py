@@ -189,13 +189,16 @@ class AgentClient:
             (:class:`~rollout_kit.errors.ToolError`: the task fails with ``tool_error``).
         template: a label of the chat template, recorded per turn (the drift table groups by
             it).
+        template_kwargs: the chat template's variables (``chat_template_kwargs``), sent with
+            every call and every rendering.
     """
 
     def __init__(self, engine: InferenceEngine, *, gconfig: GenerationConfig | None = None,
                  token_mode: TokenMode = "server", render: Render | None = None,
                  turn_timeout: float | None = None, conversation: int = 0,
                  tools: Mapping[str, Callable[..., Any]] | None = None,
-                 tool_errors: ToolErrors = "message", template: str | None = None) -> None:
+                 tool_errors: ToolErrors = "message", template: str | None = None,
+                 template_kwargs: dict[str, Any] | None = None) -> None:
         check_options(token_mode=token_mode, tool_errors=tool_errors, turn_timeout=turn_timeout,
                       render=render)
         self.engine = engine
@@ -206,6 +209,7 @@ class AgentClient:
         self.conversation = conversation
         self.tool_errors: ToolErrors = tool_errors
         self.template = template
+        self.template_kwargs = template_kwargs
         self.turns: list[Turn] = []
         self.chat = _Chat(self)
         self._key = new_rid()
@@ -267,7 +271,8 @@ class AgentClient:
                     req = (ModelRequest(rid=f"{self._key}:{index}", input_ids=ids,
                                         gconfig=gconfig) if ids is not None else
                            ModelRequest(rid=f"{self._key}:{index}", messages=msgs,
-                                        tools=tools, gconfig=gconfig))
+                                        tools=tools, gconfig=gconfig,
+                                        chat_template_kwargs=self.template_kwargs))
                     with trace_phase("generate"):
                         resp = await self.engine.generate_async(req)
             except TimeoutError:
@@ -367,7 +372,7 @@ class AgentClient:
             raise ConfigError(f"token_mode='exact' needs render= (the engine "
                               f"{type(self.engine).__name__} cannot render messages)")
         return list(await render_async(msgs, tools, add_generation_prompt=generation_prompt,
-                                       rid=self._key))
+                                       rid=self._key, template_kwargs=self.template_kwargs))
 
     def _turn(self, index: int, parent: Turn | None, sid: int | None,
               msgs: list[dict[str, Any]], resp: ModelResponse, source: TokenSource) -> Turn:

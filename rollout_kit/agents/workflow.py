@@ -45,7 +45,7 @@ class AgentWorkflow(RolloutWorkflow):
         n_samples: conversations per data item (a GRPO group).
         gconfig: default sampling values of every chat call.
         tools: functions by name, traced as ``tool.<name>`` phases (``client.tools``).
-        token_mode, render, turn_timeout, tool_errors, template: as for
+        token_mode, render, turn_timeout, tool_errors, template, template_kwargs: as for
             :class:`~.client.AgentClient`.
         endpoint: an :class:`~.endpoint.AgentEndpoint`: each client gets a key of its own
             there for the episode (``client.base_url``, ``client.api_key``), so the agent
@@ -60,7 +60,8 @@ class AgentWorkflow(RolloutWorkflow):
                  tools: Mapping[str, Callable[..., Any]] | None = None,
                  token_mode: TokenMode = "server", render: Render | None = None,
                  turn_timeout: float | None = None, tool_errors: ToolErrors = "message",
-                 template: str | None = None, endpoint: AgentEndpoint | None = None,
+                 template: str | None = None, template_kwargs: dict[str, Any] | None = None,
+                 endpoint: AgentEndpoint | None = None,
                  reward_discount: float = 1.0,
                  prompt_key: str = "prompt", reward_timeout: float = 60.0,
                  reward_mode: RewardMode = "auto") -> None:
@@ -84,7 +85,8 @@ class AgentWorkflow(RolloutWorkflow):
                                                                   reward_timeout)
         self._client_kwargs: dict[str, Any] = {
             "gconfig": self.gconfig, "token_mode": token_mode, "render": render,
-            "turn_timeout": turn_timeout, "tool_errors": tool_errors, "template": template}
+            "turn_timeout": turn_timeout, "tool_errors": tool_errors, "template": template,
+            "template_kwargs": template_kwargs}
         check_options(**self._client_kwargs)  # bad options fail here, not in every task
 
     def validate(self, data: Any) -> None:

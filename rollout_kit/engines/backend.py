@@ -186,10 +186,10 @@ class Backend(ABC):
 
     def build_chat_request(self, *, messages: list[dict[str, Any]],
                            tools: list[dict[str, Any]] | None, gconfig: GenerationConfig,
-                           max_new_tokens: int, stream: bool,
-                           model: str | None) -> dict[str, Any]:
+                           max_new_tokens: int, stream: bool, model: str | None,
+                           template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
         """The JSON body of one chat request (only flavours with a :attr:`chat_endpoint`)."""
-        del messages, tools, gconfig, max_new_tokens, stream, model
+        del messages, tools, gconfig, max_new_tokens, stream, model, template_kwargs
         raise ConfigError(f"the {self.flavour} flavour speaks no chat API: use a chat flavour "
                           f"(e.g. servers={{'{self.flavour}-chat': [...]}})")
 
@@ -202,9 +202,10 @@ class Backend(ABC):
         raise NotImplementedError(f"{self.flavour} has no chat API")
 
     def render_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                       *, add_generation_prompt: bool, model: str | None) -> ControlRequest:
+                       *, add_generation_prompt: bool, model: str | None,
+                       template_kwargs: dict[str, Any] | None = None) -> ControlRequest:
         """The request that renders ``messages`` into the prompt ids the chat API would send."""
-        del messages, tools, add_generation_prompt, model
+        del messages, tools, add_generation_prompt, model, template_kwargs
         raise ConfigError(f"the {self.flavour} flavour has no endpoint that renders messages "
                           "into token ids; pass a render function (e.g. a tokenizer's "
                           "apply_chat_template)")

@@ -24,7 +24,8 @@ CHAT_ENDPOINT = "/v1/chat/completions"
 
 def build_chat_request(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                        gconfig: GenerationConfig, max_new_tokens: int, stream: bool,
-                       model: str | None, extras: bool = True) -> dict[str, Any]:
+                       model: str | None, template_kwargs: dict[str, Any] | None = None,
+                       extras: bool = True) -> dict[str, Any]:
     """The JSON body of one chat request.
 
     ``extras`` adds the vLLM/SGLang sampling extensions (``top_k``, ``ignore_eos``,
@@ -48,6 +49,8 @@ def build_chat_request(*, messages: list[dict[str, Any]], tools: list[dict[str, 
             body["stop_token_ids"] = list(g.stop_token_ids)
     if tools:
         body["tools"] = tools
+    if template_kwargs:
+        body["chat_template_kwargs"] = template_kwargs
     if g.logprobs:
         body["logprobs"] = True
         if extras:

@@ -344,7 +344,8 @@ class RemoteInfEngine(InferenceEngine):
         headers = json_headers({"traceparent": tp}) if tp is not None else None
         payload = self.backend.build_chat_request(
             messages=req.messages, tools=req.tools, gconfig=g, max_new_tokens=g.max_new_tokens,
-            stream=self.config.stream, model=self._model)
+            stream=self.config.stream, model=self._model,
+            template_kwargs=req.chat_template_kwargs)
         out = Output()
         state = RetryState()
         server: str | None = None
@@ -528,7 +529,8 @@ class RemoteInfEngine(InferenceEngine):
 
     async def render_async(self, messages: list[dict[str, Any]],
                            tools: list[dict[str, Any]] | None = None, *,
-                           add_generation_prompt: bool = True, rid: str = "") -> list[int]:
+                           add_generation_prompt: bool = True, rid: str = "",
+                           template_kwargs: dict[str, Any] | None = None) -> list[int]:
         """The prompt ids the server's chat template renders ``messages`` into (vLLM:
         ``/tokenize``), from the server ``rid`` is routed to.
 
@@ -537,7 +539,8 @@ class RemoteInfEngine(InferenceEngine):
             EngineError: the server failed.
         """
         request = self.backend.render_request(
-            messages, tools, add_generation_prompt=add_generation_prompt, model=self._model)
+            messages, tools, add_generation_prompt=add_generation_prompt, model=self._model,
+            template_kwargs=template_kwargs)
         await self._ensure_open()
         server = self.router.choose(route_key(rid, {}) if rid else "")
         body = await self._http.request_json(server, request.method, request.endpoint,

@@ -33,10 +33,11 @@ class VLLMChatBackend(VLLMBackend):
 
     def build_chat_request(self, *, messages: list[dict[str, Any]],
                            tools: list[dict[str, Any]] | None, gconfig: GenerationConfig,
-                           max_new_tokens: int, stream: bool,
-                           model: str | None) -> dict[str, Any]:
+                           max_new_tokens: int, stream: bool, model: str | None,
+                           template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
         return build_chat_request(messages=messages, tools=tools, gconfig=gconfig,
-                                  max_new_tokens=max_new_tokens, stream=stream, model=model)
+                                  max_new_tokens=max_new_tokens, stream=stream, model=model,
+                                  template_kwargs=template_kwargs)
 
     def parse_chat_response(self, body: Any) -> Segment:
         return parse_chat_response(body)
@@ -45,9 +46,12 @@ class VLLMChatBackend(VLLMBackend):
         return ChatStreamParser()
 
     def render_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                       *, add_generation_prompt: bool, model: str | None) -> ControlRequest:
+                       *, add_generation_prompt: bool, model: str | None,
+                       template_kwargs: dict[str, Any] | None = None) -> ControlRequest:
         body: dict[str, Any] = {"messages": messages,
                                 "add_generation_prompt": add_generation_prompt}
+        if template_kwargs:
+            body["chat_template_kwargs"] = template_kwargs
         if tools:
             body["tools"] = tools
         if model:
