@@ -128,13 +128,19 @@ _generation_values = operator.attrgetter(*_GENERATION_FIELDS)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Timeouts:
-    """Seconds. ``request`` bounds one HTTP attempt; ``total`` bounds all attempts of a call."""
+    """Seconds. ``request`` bounds one HTTP attempt; ``total`` bounds all attempts of a call.
+
+    ``setup`` is how long an engine waits at start for servers that answer but are not
+    healthy yet; ``refused`` how long a server may refuse connections at start before it
+    counts as not there at all (a wrong address fails in seconds, not after ``setup``).
+    """
 
     connect: float = 10.0
     request: float = 300.0
     total: float = 900.0
     health: float = 5.0
     setup: float = 60.0
+    refused: float = 2.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -192,3 +192,20 @@ async def test_empty_input_ids_with_a_prompt_uses_the_prompt() -> None:
     assert r.ok, r.error
     assert r.trajectory["prompt_len"] == 2
     await ctl.close_async()
+
+
+def test_a_reward_with_the_wrong_signature_fails_when_the_workflow_is_built() -> None:
+    from rollout_kit.errors import ConfigError
+
+    def two_args(prompt: str, completion: str) -> float:
+        return 1.0
+
+    def with_data(prompt: str, completion: str, prompt_ids: Any, completion_ids: Any,
+                  answer: str) -> float:
+        return 1.0
+
+    with pytest.raises(ConfigError, match=r"two_args\(prompt.*, completion.*\).* cannot be "
+                                          r"called as reward_fn\(prompt, completion, prompt_ids"):
+        SingleTurnWorkflow(two_args)
+    SingleTurnWorkflow(with_data)  # data keys come as keyword arguments
+    SingleTurnWorkflow(lambda *args, **kw: 1.0)

@@ -12,7 +12,7 @@ import logging
 import time
 
 from ..config import EngineConfig
-from ..errors import EngineError, NoHealthyServerError, truncate
+from ..errors import EngineError, EngineUnreachableError, NoHealthyServerError, truncate
 from .backend import Backend
 from .http import HttpClient
 from .routing import Router
@@ -36,15 +36,21 @@ class ServerHealth:
 
     async def check(self, server: str, timeout: float) -> str | None:
         """``None`` when ``server`` answers its health endpoint, else the reason."""
+        err = await self._probe(server, timeout)
+        return None if err is None else str(err)
+
+    async def _probe(self, server: str, timeout: float) -> EngineError | None:
         try:
             await self._http.request(server, "GET", self._backend.health_endpoint,
                                      timeout=max(timeout, 1e-3))
         except EngineError as exc:
-            return str(exc)
+            return exc
         return None
 
     async def wait_until_healthy(self, name: str) -> None:
-        """Poll until every server is healthy or ``Timeouts.setup`` passes.
+        """Poll until every server is healthy, or ``Timeouts.setup`` passes for servers that
+        answer, or ``Timeouts.refused`` for servers that refuse every connection (nobody
+        listens there: no reason to wait a minute).
 
         Servers still down then leave the rotation (and are logged).
 
@@ -54,29 +60,40 @@ class ServerHealth:
         """
         servers = self._router.servers
         timeouts = self._config.timeouts
-        deadline = time.monotonic() + timeouts.setup
+        start = time.monotonic()
+        deadline = start + timeouts.setup
         pending = list(servers)
         errors: dict[str, str] = {}
+        answered: set[str] = set()  # servers that accepted a connection at least once
         delay = 0.05
         while True:
             remaining = deadline - time.monotonic()
             results = await asyncio.gather(*(
-                self.check(s, min(timeouts.health, remaining)) for s in pending))
+                self._probe(s, min(timeouts.health, remaining)) for s in pending))
             for s, err in zip(pending, results, strict=True):
                 if err is not None:
-                    errors[s] = err
+                    errors[s] = str(err)
+                if not isinstance(err, EngineUnreachableError):
+                    answered.add(s)
             pending = [s for s, err in zip(pending, results, strict=True) if err is not None]
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            if now - start >= timeouts.refused:
+                pending = [s for s in pending if s in answered]  # the refusing ones are out
+            remaining = deadline - now
             if not pending or remaining <= 0:
                 break
             await asyncio.sleep(min(delay, remaining))
             delay = min(delay * 2, _MAX_POLL_S)
         endpoint = self._backend.health_endpoint
-        if len(pending) == len(servers):
-            detail = "; ".join(f"{s}: {truncate(errors.get(s, '?'), 200)}" for s in pending)
+        down = [s for s in servers if s in errors and (s in pending or s not in answered)]
+        if len(down) == len(servers):
+            detail = "; ".join(f"{s}: {truncate(errors.get(s, '?'), 200)}" for s in down)
+            waited = (f"refused connections for {timeouts.refused:g}s (Timeouts.refused)"
+                      if not answered else f"within {timeouts.setup:g}s (Timeouts.setup)")
             raise NoHealthyServerError(
-                f"no server of {name} answered {endpoint} within {timeouts.setup:g}s "
-                f"(Timeouts.setup). Unreachable: {detail}", servers=pending, endpoint=endpoint)
+                f"no server of {name} answered {endpoint}: {waited}. Unreachable: {detail}",
+                servers=down, endpoint=endpoint)
+        pending = down
         for s in pending:
             logger.warning("server %s did not become healthy: %s", s, errors.get(s))
             self._router.mark_down(s)

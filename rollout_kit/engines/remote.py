@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import enum
 import logging
 import math
@@ -113,6 +114,7 @@ class RemoteInfEngine(InferenceEngine):
         self._health = ServerHealth(self._http, self.router, backend, self.config)
         self._state = _State.UNOPENED
         self._open_lock = asyncio.Lock()
+        self._open_failed: tuple[EngineError, float] | None = None
         self._probe_task: asyncio.Task[None] | None = None
         self._version = 0
         self._model = self.config.model
@@ -159,12 +161,20 @@ class RemoteInfEngine(InferenceEngine):
                 and its last error.
             ControllerStateError: the engine was closed.
         """
+        asked = time.monotonic()
         async with self._open_lock:
             if self._state is _State.CLOSED:
                 raise ControllerStateError(f"engine {self.name} is closed; create a new one")
             if self._state is _State.OPENED:
                 return
-            await self._health.wait_until_healthy(self.name)
+            failed = self._open_failed
+            if failed is not None and failed[1] >= asked:  # it failed while this call waited
+                raise copy.copy(failed[0])
+            try:
+                await self._health.wait_until_healthy(self.name)
+            except EngineError as exc:
+                self._open_failed = (exc, time.monotonic())
+                raise
             if self.backend.needs_model and self._model is None:
                 server = self.router.healthy[0] if self.router.healthy else self.servers[0]
                 self._model = await self._control.discover_model(server)

@@ -29,7 +29,8 @@ from typing import Any, Literal
 from ..errors import ConfigError
 
 __all__ = ["CHEAP_CPU_S", "CHEAP_WALL_S", "INLINE_LIMIT_S", "PROBE_CALLS",
-           "RESERVED_REWARD_ARGS", "RewardFn", "RewardMode", "RewardRunner", "call_reward"]
+           "RESERVED_REWARD_ARGS", "RewardFn", "RewardMode", "RewardRunner", "call_reward",
+           "check_reward_signature"]
 
 logger = logging.getLogger("rollout_kit.workflows")
 
@@ -45,6 +46,23 @@ CHEAP_CPU_S = 200e-6
 CHEAP_WALL_S = 0.02
 #: ``"auto"``: two inline calls in a row slower than this send the later calls to threads.
 INLINE_LIMIT_S = 0.002
+
+
+def check_reward_signature(fn: RewardFn) -> None:
+    """Refuse, when the workflow is built, a reward function that cannot take the four
+    positional arguments every call passes (else every task would fail with a TypeError)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to check
+        return
+    try:
+        sig.bind_partial("prompt", "completion", [], [])
+    except TypeError:
+        name = getattr(fn, "__name__", repr(fn))
+        raise ConfigError(
+            f"reward_fn {name}{sig} cannot be called as reward_fn(prompt, completion, "
+            "prompt_ids, completion_ids, **data); give it those four parameters (data keys "
+            "such as 'answer' come as keyword arguments)") from None
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -68,6 +86,7 @@ class RewardRunner:
     def __init__(self, fn: RewardFn, mode: RewardMode = "auto", timeout: float = 60.0) -> None:
         if mode not in ("auto", "thread", "inline"):
             raise ConfigError(f"reward_mode must be 'auto', 'thread' or 'inline', got {mode!r}")
+        check_reward_signature(fn)
         self.fn = fn
         self.mode: RewardMode = mode
         self.timeout = timeout

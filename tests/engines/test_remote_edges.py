@@ -988,3 +988,22 @@ async def test_a_streamed_call_of_one_chunk_has_no_itl() -> None:
     finally:
         await engine.close_async()
     assert resp.itl == [] and math.isnan(t.frames().sessions.iloc[0][S.ITL_S])
+
+
+async def test_an_address_nobody_listens_on_fails_in_seconds_for_every_task() -> None:
+    """Tasks queued behind a failed start get its error at once, not a new wait each."""
+    import rollout_kit as rk
+
+    dead = f"127.0.0.1:{free_port()}"
+    ctl = rk.RolloutController(sglang=[dead])
+    try:
+        t0 = time.monotonic()
+        results = await ctl.rollout_batch_async(["hi"] * 20, rk.SingleTurnWorkflow(
+            lambda *args, **kw: 1.0))
+        took = time.monotonic() - t0
+    finally:
+        await ctl.close_async()
+    assert {r.reason for r in results} == {"no_healthy_server"}
+    assert dead in str(results[0].error) and "Timeouts.refused" in str(results[0].error)
+    # one Timeouts.refused (2 s) wait for the batch, not 20 of them or a 60 s setup wait
+    assert took < Timeouts().setup / 2
