@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from rollout_kit.cli import main
-from rollout_kit.cli.demo import exact_match_reward, make_answer_fn, make_problems
 from rollout_kit.config import GenerationConfig
 from rollout_kit.controller import RolloutController
+from rollout_kit.examples import exact_match_reward, make_answer_fn, make_problems
 from rollout_kit.tracing import load_traces
 from rollout_kit.workflows import SingleTurnWorkflow
 

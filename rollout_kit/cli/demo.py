@@ -12,12 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import random
-import re
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,15 +25,13 @@ from .._paths import parse_address, prepare_output_dir, remove_output_dir
 from ..config import EngineConfig, ExecutorConfig, GenerationConfig, Timeouts
 from ..controller import RolloutController
 from ..errors import ConfigError, EngineConnectionError, NoHealthyServerError, truncate
+from ..examples import exact_match_reward, make_problems
 from ..io import RolloutResult
 from ..workflows import SingleTurnWorkflow
 from ._output import note as _note
 from ._output import out as _out
 
-__all__ = ["add_arguments", "exact_match_reward", "make_answer_fn", "make_problems", "run"]
-
-_PROMPT_RE = re.compile(r"What is (\d+)\s*([+\-*])\s*(\d+)\?")
-_INT_RE = re.compile(r"-?\d+")
+__all__ = ["add_arguments", "run"]
 
 if TYPE_CHECKING:
     import aiohttp
@@ -72,50 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds to wait for --sglang/--vllm servers that are up but not "
                              "healthy yet (60); a refused connection fails at once")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-
-
-def make_problems(n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` arithmetic prompts with their answers (seeded)."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        a, b = rng.randint(1, 99), rng.randint(1, 99)
-        op = rng.choice("+-*")
-        ans = a + b if op == "+" else a - b if op == "-" else a * b
-        out.append({"prompt": f"What is {a}{op}{b}?", "answer": str(ans)})
-    return out
-
-
-def make_answer_fn(p_correct: float, seed: int) -> Callable[[str], str]:
-    """An ``answer_fn``: right with probability ``p_correct``, else off by one.
-
-    The simulator's built-in answer model does this by default (``serve(accuracy=...)``,
-    ``rollout-kit sim --accuracy``), which is what the demo uses; this function is for
-    ``answer_fn`` users (notebooks, ``LocalEngine``) who want the old per-prompt call counter.
-    """
-    calls: dict[str, int] = {}
-
-    def answer(prompt: str) -> str:
-        m = _PROMPT_RE.search(prompt)
-        if m is None:
-            return "I don't know."
-        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
-        value = a + b if op == "+" else a - b if op == "-" else a * b
-        k = calls.get(prompt, 0)
-        calls[prompt] = k + 1
-        if random.Random(f"{seed}:{prompt}:{k}").random() >= p_correct:
-            value += 1
-        return f"The answer is {value}."
-
-    return answer
-
-
-def exact_match_reward(prompt: str, completion: str, prompt_ids: list[int],
-                       completion_ids: list[int], answer: str = "", **_: Any) -> float:
-    """1.0 when the last integer in the completion equals ``answer``."""
-    del prompt, prompt_ids, completion_ids
-    nums = _INT_RE.findall(completion)
-    return 1.0 if nums and nums[-1] == answer else 0.0
 
 
 # -- checking --sglang / --vllm servers before the run ----------------------------------

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.cli.report import write_report
 from rollout_kit.config import (
     EngineConfig,
     ExecutorConfig,
@@ -31,6 +30,7 @@ from rollout_kit.errors import (
 )
 from rollout_kit.ids import TaskIdGenerator
 from rollout_kit.io import ModelRequest
+from rollout_kit.report import write_report
 from rollout_kit.sim import SimServer
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.workflows import SingleTurnWorkflow

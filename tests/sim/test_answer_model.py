@@ -13,10 +13,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rollout_kit.cli.demo import exact_match_reward, make_problems
 from rollout_kit.config import GenerationConfig
 from rollout_kit.controller import RolloutController
 from rollout_kit.errors import ConfigError
+from rollout_kit.examples import exact_match_reward, make_problems
 from rollout_kit.sim import ByteTokenizer, SimCluster, SimConfig, serve
 from rollout_kit.sim.answers import arithmetic_answer, find_question
 from rollout_kit.sim.cli import _config, add_arguments
