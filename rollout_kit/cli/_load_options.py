@@ -20,7 +20,6 @@ from ._load_summary import METRIC_HEADERS
 
 __all__ = ["add_arguments", "check_args"]
 
-_DATASETS = ("random", "sharegpt", "prefix_repetition", "mooncake", "trace", "jsonl", "custom")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,9 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="sweep max concurrency, e.g. 1,4,16 (stops at saturation)")
 
     data = parser.add_argument_group("dataset (as vllm bench serve)")
-    data.add_argument("--dataset-name", choices=_DATASETS, default="random",
-                      help="random (synthetic lengths), sharegpt, prefix_repetition, "
-                           "mooncake/trace, jsonl/custom (random)")
+    data.add_argument("--dataset-name", default="random", metavar="NAME",
+                      help="a name of rollout_kit.load.datasets.DATASET_NAMES, as vllm bench "
+                           "serve's (random)")
     data.add_argument("--dataset-path", default=None, help="the dataset file")
     data.add_argument("--random-input-len", type=int, default=1024)
     data.add_argument("--random-output-len", type=int, default=128)
@@ -179,7 +178,9 @@ def check_args(args: argparse.Namespace) -> None:
     if not 0 <= args.random_range_ratio < 1:
         raise ConfigError(f"--random-range-ratio must be in [0, 1), got "
                           f"{args.random_range_ratio}")
-    if args.dataset_name not in ("random", "prefix_repetition") and not args.dataset_path:
+    from ..load.datasets.by_name import dataset_takes_path
+
+    if dataset_takes_path(args.dataset_name) and not args.dataset_path:
         raise ConfigError(f"--dataset-name {args.dataset_name} needs --dataset-path")
     if not args.sim_time_scale >= 0:
         raise ConfigError(f"--sim-time-scale must be >= 0, got {args.sim_time_scale}")

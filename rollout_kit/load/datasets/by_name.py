@@ -20,7 +20,7 @@ from .synthetic import shared_prefix, synthetic
 from .text import read_jsonl, read_sharegpt
 from .traces import read_mooncake
 
-__all__ = ["DATASET_NAMES", "load_dataset"]
+__all__ = ["DATASET_NAMES", "dataset_takes_path", "load_dataset"]
 
 
 def _random(num: int, *, input_len: int = 1024, output_len: int = 128,
@@ -69,6 +69,22 @@ _BY_NAME: dict[str, tuple[Callable[..., list[LoadRequest]], bool]] = {
 DATASET_NAMES: tuple[str, ...] = tuple(_BY_NAME)
 
 
+def _key(name: str) -> str:
+    key = name.strip().lower().replace("-", "_") if isinstance(name, str) else name
+    if key not in _BY_NAME:
+        raise fail(f"unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
+    return key
+
+
+def dataset_takes_path(name: str) -> bool:
+    """Whether dataset ``name`` is read from a file (else it is generated).
+
+    Raises:
+        DatasetError: an unknown name (the message lists the known ones).
+    """
+    return _BY_NAME[_key(name)][1]
+
+
 def load_dataset(name: str, path: str | Path | None = None, **options: Any) -> list[LoadRequest]:
     """A dataset by ``vllm bench serve``'s ``--dataset-name``.
 
@@ -82,9 +98,7 @@ def load_dataset(name: str, path: str | Path | None = None, **options: Any) -> l
     Raises:
         DatasetError: an unknown name or option, a missing or needless path, bad input.
     """
-    key = name.strip().lower().replace("-", "_") if isinstance(name, str) else name
-    if key not in _BY_NAME:
-        raise fail(f"unknown dataset {name!r} (known: {', '.join(DATASET_NAMES)})")
+    key = _key(name)
     fn, takes_path = _BY_NAME[key]
     params = inspect.signature(fn).parameters
     unknown = sorted(k for k in options if k not in params or k == "path")
