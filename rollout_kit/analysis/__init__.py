@@ -16,10 +16,13 @@ Usage::
     analysis.compare({"baseline": a.tasks, "new": b.tasks})
 
 The package: :mod:`.summaries` (``summary``, ``compare``), :mod:`.over_time`
-(``throughput``, ``concurrency``) and :mod:`.groups` (``by_server``, ``by_phase``,
-``slowest``), over :mod:`.common` (the column checks, the phase names, the percentiles).
+(``throughput``, ``concurrency``), :mod:`.groups` (``by_server``, ``by_phase``,
+``slowest``) and :mod:`.agents` (``turns``, ``drift_table``, ``group_tail``,
+``slowest_split``: the per-turn views of agent rollouts), over :mod:`.common` (the column
+checks, the phase names, the percentiles).
 """
 
+from .agents import drift_table, group_tail, slowest_split, turns
 from .common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_columns
 from .groups import by_phase, by_server, slowest
 from .over_time import concurrency, throughput
@@ -33,10 +36,14 @@ __all__ = [
     "by_server",
     "compare",
     "concurrency",
+    "drift_table",
+    "group_tail",
     "is_spans",
     "phase_names",
     "require_columns",
     "slowest",
+    "slowest_split",
     "summary",
     "throughput",
+    "turns",
 ]

@@ -395,7 +395,8 @@ class RemoteInfEngine(InferenceEngine):
             text=out.text if out.has_text else None, latency=latency, ttft=ttft,
             itl=out.itl, server=server, n_continuations=n_cont, retries=state.retries,
             cached_tokens=out.cached_tokens, server_timing=out.server_timing, start=t0 / 1e9)
-        attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid}
+        attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid,
+                                 "cached_tokens": out.cached_tokens}
         if self.config.stream:
             attrs["ttft_s"] = ttft
             attrs["itl_s"] = sum(out.itl) / len(out.itl) if out.itl else math.nan
@@ -409,7 +410,6 @@ class RemoteInfEngine(InferenceEngine):
             if not chat.ids_returned:
                 resp.token_source = "none"
                 n_prompt, n_out = chat.prompt_tokens or 0, chat.completion_tokens or 0
-            attrs["cached_tokens"] = out.cached_tokens
             attrs["token_source"] = resp.token_source
         annotate(**attrs)
         increment(prompt_tokens=n_prompt, completion_tokens=n_out,

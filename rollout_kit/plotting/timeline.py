@@ -251,14 +251,32 @@ def _server_segments(server_spans: pd.DataFrame, rows: _Rows, by: str
     return out
 
 
+def _conversation_lanes(df: pd.DataFrame, sessions: pd.DataFrame | None) -> pd.DataFrame:
+    """``df`` (spans or server spans) with ``session_id`` replaced by the conversation its
+    session belongs to (the sessions' ``conversation`` column, -1 for a session of none), so
+    that the session layout draws one lane per agent conversation: generate → tool → …"""
+    if sessions is None:
+        raise ConfigError("by='conversation' needs sessions= (the sessions frame, with the "
+                          "'conversation' column of an agent rollout)")
+    sess = analysis.require_columns(sessions, (S.TASK_ID, S.SESSION_ID, "conversation"),
+                                    "sessions")
+    conv = pd.Series(pd.to_numeric(sess["conversation"], errors="coerce").to_numpy(),
+                     index=pd.MultiIndex.from_frame(_session_keys(sess)))
+    conv = conv[~conv.index.duplicated()]
+    df = analysis.require_columns(df, (S.TASK_ID, S.SESSION_ID), "spans")
+    lane = conv.reindex(pd.MultiIndex.from_frame(_session_keys(df))).fillna(-1)
+    return df.assign(**{S.SESSION_ID: lane.to_numpy(dtype=np.int64)})
+
+
 def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
-                  by: Literal["task", "session"] = "task",
+                  by: Literal["task", "session", "conversation"] = "task",
                   color_by: Literal["phase", "status", "server"] = "phase",
                   sort: Literal["submit", "dispatch", "duration"] = "submit",
                   ax: Axes | None = None, labels: bool | None = None, height: float = 0.8,
                   legend: bool = True, mark_status: bool = True,
-                  server_spans: pd.DataFrame | None = None, **style: Any) -> Axes:
-    """The latency timeline: one row per task (or session), time on x.
+                  server_spans: pd.DataFrame | None = None,
+                  sessions: pd.DataFrame | None = None, **style: Any) -> Axes:
+    """The latency timeline: one row per task (or session, or agent conversation), time on x.
 
     x is seconds since the first submit. Each row shows the queue wait (submit → dispatch,
     light grey, hatched when few rows), the idle background of the row's active time, and
@@ -272,7 +290,9 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
             wait and one running bar per task).
         tasks: the tasks frame, when ``spans_or_tasks`` is spans: adds queue waits, sorts by
             submit/dispatch and anchors x at the first submit.
-        by: one row per ``"task"`` or per ``"session"`` (needs spans).
+        by: one row per ``"task"``, per ``"session"`` (needs spans) or per agent
+            ``"conversation"`` (needs spans and ``sessions``): a conversation's turns, the
+            tools between them (``tool.<name>`` phases) and its reward on one lane.
         color_by: colour spans by ``"phase"``, ``"status"`` or ``"server"``.
         sort: row order: by ``"submit"`` or ``"dispatch"`` time, or ``"duration"``
             (longest first).
@@ -286,16 +306,25 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
             (``rollout_kit.otel.join_server_spans(...).spans``): its queue, prefill and
             decode of each request drawn as thin bars inside the row (gids
             ``"timeline:server queue"`` …).
+        sessions: the sessions frame, for ``by="conversation"`` (its ``conversation``
+            column places each session's spans on its conversation's lane).
         **style: passed to the phase collections (``alpha``, ``edgecolor``…).
 
     Returns:
         The Axes.
 
     Raises:
-        ConfigError: an unknown ``by`` / ``color_by`` / ``sort``.
+        ConfigError: an unknown ``by`` / ``color_by`` / ``sort``; ``by="conversation"``
+            without ``sessions``.
         TraceSchemaError: a frame lacks required columns.
     """
-    _check_choice("by", by, ("task", "session"))
+    _check_choice("by", by, ("task", "session", "conversation"))
+    lane = "conversation" if by == "conversation" else "session"
+    if by == "conversation" and analysis.is_spans(spans_or_tasks):
+        spans_or_tasks = _conversation_lanes(spans_or_tasks, sessions)
+        if server_spans is not None:
+            server_spans = _conversation_lanes(server_spans, sessions)
+        by = "session"
     _check_choice("color_by", color_by, ("phase", "status", "server"))
     _check_choice("sort", sort, ("submit", "dispatch", "duration"))
     spans: pd.DataFrame | None = None
@@ -307,8 +336,8 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         if by == "session":
             spans = spans.assign(**{S.SESSION_ID: _session_keys(spans)[S.SESSION_ID].to_numpy()})
     else:
-        if by == "session":
-            raise ConfigError("by='session' needs the spans frame")
+        if by != "task":
+            raise ConfigError(f"by={by!r} needs the spans frame")
         tasks = spans_or_tasks
     tasks = _tasks_frame(tasks) if tasks is not None else None
     ax = _axes(ax, (10.0, 5.0))
@@ -348,7 +377,7 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
             xmax = max(xmax, float(np.nanmax(end)) - t0)
             handles.append(Patch(facecolor=color, label=kind))
     n = len(rows.task)
-    unit = "sessions" if by == "session" else "tasks"
+    unit = f"{lane}s" if by == "session" else "tasks"
     xmin, pad = 0.0, xmax * 0.004
     if mark_status and rows.marked.any():
         xmax = max(xmax, _draw_marks(ax, rows, t0, height, pad, unit, handles))
@@ -361,7 +390,7 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
     if show:
         order = np.argsort(rows.y)
         ax.set_yticks(rows.y[order])
-        ax.set_yticklabels([_row_label(k) for k in rows.key[order]], fontsize="small")
+        ax.set_yticklabels([_row_label(k, lane) for k in rows.key[order]], fontsize="small")
     else:
         ax.set_yticks([])
     ax.set_ylabel(f"{n} {unit} (sorted by {sort})")
@@ -406,9 +435,9 @@ def _draw_marks(ax: Axes, rows: _Rows, t0: float, height: float, pad: float, uni
     return xmax
 
 
-def _row_label(key: object) -> str:
+def _row_label(key: object, lane: str = "session") -> str:
     if isinstance(key, tuple):
-        return f"task {key[0]}/s{key[1]}"
+        return f"task {key[0]}/{lane[0]}{key[1]}"
     return f"task {key}"
 
 
