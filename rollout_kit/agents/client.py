@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..tracing import Tracer
 
 __all__ = ["AgentClient", "Render", "TokenMode", "ToolErrors", "Turn", "check_options",
-           "first_divergence"]
+           "completion_chunks", "first_divergence"]
 
 TokenMode = Literal["server", "exact"]
 ToolErrors = Literal["message", "raise"]
@@ -78,15 +78,17 @@ def check_options(*, token_mode: Any, tool_errors: Any, turn_timeout: Any, rende
         raise ConfigError(f"render must be callable, got {render!r}")
 
 
-def first_divergence(prefix: list[int], ids: list[int]) -> int:
-    """-1 when ``prefix`` is a prefix of ``ids``, else the first position where they differ."""
+def first_divergence(prefix: list[int], ids: list[int], more: list[int] | None = None) -> int:
+    """-1 when ``prefix`` (followed by ``more``) is a prefix of ``ids``, else the first
+    position where they differ (two parts so a turn's check copies no list)."""
     n = len(prefix)
-    if ids[:n] == prefix:
+    if ids[:n] == prefix and (not more or ids[n:n + len(more)] == more):
         return -1
-    for i, (a, b) in enumerate(zip(prefix, ids, strict=False)):
+    whole = prefix + more if more else prefix
+    for i, (a, b) in enumerate(zip(whole, ids, strict=False)):
         if a != b:
             return i
-    return min(n, len(ids))
+    return min(len(whole), len(ids))
 
 
 @dataclass(slots=True)
@@ -150,11 +152,13 @@ class _Completions:
     async def create(self, *, messages: Any, stream: bool = False,
                      **params: Any) -> ChatCompletion | AsyncIterator[ChatCompletionChunk]:
         """``openai.AsyncOpenAI().chat.completions.create`` on the client's engine."""
-        completion = await self._client.complete_async(messages, **params)
+        from openai.types.chat import ChatCompletion
+
+        done = await self._client.complete_json_async(messages, **params)
         if stream:
             usage = bool((params.get("stream_options") or {}).get("include_usage"))
-            return _chunks(completion, usage)
-        return completion
+            return _chunks(done, usage)
+        return ChatCompletion.model_validate(done)
 
 
 class _Chat:
@@ -239,8 +243,9 @@ class AgentClient:
 
     # -- a chat call ---------------------------------------------------------------------
 
-    async def complete_async(self, messages: Any, **params: Any) -> ChatCompletion:
-        """One chat call: ``create``'s work, returning a ``ChatCompletion``.
+    async def complete_json_async(self, messages: Any, **params: Any) -> dict[str, Any]:
+        """One chat call: ``create``'s work, returning the ``chat.completion`` object as JSON
+        values (what the local endpoint sends; ``create`` wraps it in openai's type).
 
         Raises:
             AgentClosedError: the task has ended. ConfigError: bad messages, tools or
@@ -257,6 +262,7 @@ class AgentClient:
             tools = None
         if tools is not None:
             tools = check_tools(list(tools))
+        want_logprobs = bool(params.get("logprobs"))
         gconfig = self._gconfig(params)
         parent = self._parent(msgs)
         index = len(self.turns)
@@ -290,7 +296,7 @@ class AgentClient:
                            drift_at=turn.drift_at, token_mode=self.token_mode,
                            token_source=turn.token_source,
                            **({"template": self.template} if self.template else {}))
-        return _completion(self._key, index, turn, resp)
+        return _completion(self._key, index, turn, resp, want_logprobs)
 
     def _gconfig(self, params: dict[str, Any]) -> GenerationConfig:
         changes: dict[str, Any] = {}
@@ -303,8 +309,8 @@ class AgentClient:
                 changes[key] = value
             elif key == "stop":
                 changes["stop"] = (value,) if isinstance(value, str) else tuple(value)
-            elif key == "logprobs":
-                changes["logprobs"] = bool(value)
+            elif key in ("logprobs", "top_logprobs"):
+                pass  # the reply carries them when asked (the turn always records them)
             elif key == "n":
                 if value != 1:
                     raise ConfigError(f"n={value}: one chat call makes one completion here; "
@@ -388,7 +394,7 @@ class AgentClient:
         prompt = resp.input_tokens
         drift: int | None = None
         if parent is not None and prompt and source != "none" and parent.token_source != "none":
-            drift = first_divergence(parent.prompt_ids + parent.completion_ids, prompt)
+            drift = first_divergence(parent.prompt_ids, prompt, parent.completion_ids)
         return Turn(index=index, parent=parent.index if parent is not None else -1,
                     session_id=sid, messages=msgs, prompt_ids=prompt,
                     completion_ids=resp.output_tokens, logprobs=resp.output_logprobs,
@@ -541,39 +547,41 @@ def _logprobs(turn: Turn) -> dict[str, Any] | None:
                         for t, lp in zip(turn.completion_ids, turn.logprobs, strict=False)]}
 
 
-def _completion(key: str, index: int, turn: Turn, resp: ModelResponse) -> ChatCompletion:
-    from openai.types.chat import ChatCompletion
-
-    return ChatCompletion.model_validate({
+def _completion(key: str, index: int, turn: Turn, resp: ModelResponse,
+                logprobs: bool) -> dict[str, Any]:
+    """The ``chat.completion`` object as JSON values (the endpoint sends it as is)."""
+    return {
         "id": f"chatcmpl-{key}-{index}", "object": "chat.completion",
         "created": int(time.time()), "model": resp.server or "rollout_kit",
         "choices": [{"index": 0, "message": turn.message, "finish_reason": turn.finish_reason,
-                     "logprobs": _logprobs(turn)}],
-        "usage": _usage(turn, resp)})
+                     "logprobs": _logprobs(turn) if logprobs else None}],
+        "usage": _usage(turn, resp)}
 
 
-async def _chunks(done: ChatCompletion, usage: bool) -> AsyncIterator[ChatCompletionChunk]:
-    """A finished completion as the chunks a streamed call yields (role and content, one
-    chunk per tool call, the finish reason, then usage when asked)."""
+def completion_chunks(done: dict[str, Any], usage: bool) -> list[dict[str, Any]]:
+    """A finished ``chat.completion`` (JSON values) as the ``chat.completion.chunk`` objects
+    a streamed call yields: role and content, one per tool call, the finish reason, then
+    usage when asked."""
+    choice = done["choices"][0]
+    msg = choice["message"]
+    base = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"],
+            "model": done["model"]}
+
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta or {},
+                                     "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": msg.get("content") or ""})]
+    out += [chunk({"tool_calls": [{"index": i, **call}]})
+            for i, call in enumerate(msg.get("tool_calls") or ())]
+    out.append(chunk(None, choice["finish_reason"]))
+    if usage:
+        out.append({**base, "choices": [], "usage": done["usage"]})
+    return out
+
+
+async def _chunks(done: dict[str, Any], usage: bool) -> AsyncIterator[ChatCompletionChunk]:
     from openai.types.chat import ChatCompletionChunk
 
-    choice = done.choices[0]
-    msg = choice.message
-    base = {"id": done.id, "object": "chat.completion.chunk", "created": done.created,
-            "model": done.model}
-
-    def chunk(delta: dict[str, Any], finish: str | None = None,
-              **extra: Any) -> ChatCompletionChunk:
-        choices = [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish \
-            else []
-        return ChatCompletionChunk.model_validate({**base, "choices": choices, **extra})
-
-    yield chunk({"role": "assistant", "content": msg.content or ""})
-    for i, call in enumerate(msg.tool_calls or ()):
-        fn = getattr(call, "function", None)
-        yield chunk({"tool_calls": [{"index": i, "id": call.id, "type": "function",
-                                     "function": {"name": fn.name if fn else "",
-                                                  "arguments": fn.arguments if fn else ""}}]})
-    yield chunk({}, choice.finish_reason)
-    if usage and done.usage is not None:
-        yield chunk({}, None, usage=done.usage.model_dump())
+    for c in completion_chunks(done, usage):
+        yield ChatCompletionChunk.model_validate(c)

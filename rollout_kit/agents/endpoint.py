@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import secrets
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 import orjson
 from aiohttp import web
 
 from ..errors import AgentClosedError, AgentError, ConfigError, EngineError, TurnTimeoutError
+from .client import completion_chunks
 
 if TYPE_CHECKING:
     from .client import AgentClient
@@ -146,8 +147,7 @@ class AgentEndpoint:
         messages = body.pop("messages")
         stream = bool(body.pop("stream", False))
         try:
-            result = await client.chat.completions.create(messages=messages, stream=stream,
-                                                          **body)
+            done = await client.complete_json_async(messages, **body)
         except AgentClosedError as exc:
             return _error(401, str(exc), "invalid_request_error", "invalid_api_key")
         except TurnTimeoutError as exc:
@@ -157,16 +157,13 @@ class AgentEndpoint:
         except (EngineError, AgentError) as exc:
             return _error(502, str(exc), "server_error")
         if not stream:
-            done: Any = result
-            return web.Response(body=orjson.dumps(done.model_dump(mode="json")),
-                                content_type=_JSON)
+            return web.Response(body=orjson.dumps(done), content_type=_JSON)
+        usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = b"".join(b"data: " + orjson.dumps(c) + b"\n\n"
+                          for c in completion_chunks(done, usage))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                            "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        async for chunk in result:  # type: ignore[union-attr]
-            await resp.write(b"data: " + orjson.dumps(chunk.model_dump(mode="json",
-                                                                       exclude_unset=True))
-                             + b"\n\n")
-        await resp.write(b"data: [DONE]\n\n")
+        await resp.write(events + b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

@@ -67,8 +67,14 @@ def build_chat_request(*, messages: list[dict[str, Any]], tools: list[dict[str, 
 
 
 def _logprobs(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
-    """Token ids named by ``token_id:N`` logprob entries, and the logprobs."""
+    """Token ids named by ``token_id:N`` logprob entries (only looked at when the choice has
+    no ``token_ids``), and the logprobs."""
     content = (choice.get("logprobs") or {}).get("content") or []
+    if choice.get("token_ids") is not None:  # the hot case: only the floats are needed
+        try:
+            return [], [float(e["logprob"]) for e in content]
+        except TypeError:  # a null logprob
+            return [], [logprob(e.get("logprob")) for e in content]
     ids: list[int] = []
     lps: list[float] = []
     for entry in content:
