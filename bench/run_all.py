@@ -2,7 +2,8 @@
 
 Each row is rollout_kit next to a baseline measured side by side in the same run
 (interleaved rounds, medians, min–max spread); ``ratio`` is always "higher is better for
-rollout_kit". A header gives the machine and the load average before and after.
+rollout_kit". A header gives the machine; the time and the load average before and after
+are printed below it.
 
     .venv/bin/python bench/run_all.py                 # default sizes (a few minutes, 2 cores)
     .venv/bin/python bench/run_all.py --full          # large sizes
@@ -13,9 +14,10 @@ rollout_kit". A header gives the machine and the load average before and after.
 
 ``--markdown`` also prints the README's short table (the rows of :data:`README_ROWS`);
 ``--write-readme`` writes it into README.md's Performance section and the full table into
-docs/performance.md, both between their ``<!-- bench:… -->`` markers, with the command,
-the machine (cores, RAM, Python, load average) and the time of this one run: every number
-and every baseline in them comes from it.
+docs/performance.md, both between their ``<!-- bench:… -->`` markers, with the command that
+reproduces the run (its size and ``--only``; no output paths) and the machine (cores, CPU,
+RAM, Python, OS): every number and every baseline in them comes from that one run. The time
+and the load average are printed and kept in the ``--json`` file, not in the documents.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import argparse
 import importlib
 import json
 import os
+import platform
 import sys
 import time
 import traceback
@@ -54,6 +57,7 @@ BENCHES: dict[str, str] = {
     "ray": "bench_ray",                # row 8
     "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
     "task_cost": "bench_task_cost",    # issue 20: a task's own cost without a network
+    "agents": "bench_agents",          # agents: chat calls, a tool-using agent, the endpoint
 }
 
 
@@ -127,19 +131,31 @@ def run(size: Size, only: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def machine_line(result: dict[str, Any]) -> str:
-    """Cores, CPU, RAM, Python, platform and the load average before and after the run."""
+    """The machine, as the documents give it: cores, CPU, RAM, Python, OS."""
     m = result["machine"]
-    la, lb = m["loadavg"], result["loadavg_after"]
     return (f"Machine: {m['cores']} cores ({m['cpu']}), {m['ram_gib']} GiB RAM, Python "
-            f"{m['python']}, {m['platform']}. Load average (1/5/15 min) before "
+            f"{m['python']}, {m.get('os') or m['platform']}.")
+
+
+def load_line(result: dict[str, Any]) -> str:
+    """The time and the load average before and after the run (printed, not documented)."""
+    la, lb = result["machine"]["loadavg"], result["loadavg_after"]
+    return (f"{result['machine']['time']}; load average (1/5/15 min) before "
             f"{la[0]}/{la[1]}/{la[2]}, after {lb[0]}/{lb[1]}/{lb[2]}.")
 
 
+def doc_command(size: str, only: Sequence[str]) -> str:
+    """The command that reproduces a run: its size and selection, no output flags or paths."""
+    return " ".join(["bench/run_all.py", f"--{size}", *([f"--only {','.join(only)}"]
+                                                       if only else [])])
+
+
 def header(result: dict[str, Any], command: str) -> str:
-    """The Markdown lines above the table: command, machine, load."""
-    return (f"`{command}` — {result['machine']['time']}\n\n{machine_line(result)} "
-            f"Ratio: higher is better for rollout_kit (baseline cost ÷ ours, or our rate ÷ "
-            f"baseline rate). Wall time per benchmark (s): {result['seconds']}.")
+    """The Markdown lines above the full table: command, machine, wall time per benchmark."""
+    walls = ", ".join(f"{k} {v:.0f} s" for k, v in result["seconds"].items())
+    return (f"`{command}`\n\n{machine_line(result)} Ratio: higher is better for rollout_kit "
+            f"(baseline cost ÷ ours, or our rate ÷ baseline rate). Wall time per benchmark: "
+            f"{walls}.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -167,16 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     size: Size = "smoke" if args.smoke else "full" if args.full else "quick"
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     result = run(size, only)
-    given = sys.argv[1:] if argv is None else argv  # an absolute path shows as its name only
-    command = "bench/run_all.py " + " ".join(
-        f"…/{Path(a).name}" if os.path.isabs(a) else a for a in given)
-    result["command"] = command.strip()
+    result["machine"]["os"] = f"{platform.system()} {platform.machine()}"
+    result["command"] = doc_command(size, only)
     result["header"] = header(result, result["command"])
     rows = [Row(**r) for r in result["rows"]]
     result["table"] = render_table(rows)
     summary = render_summary(readme_rows(rows))
     result["summary"] = summary
     print(result["header"])
+    print(load_line(result))
     print()
     print(result["table"])
     if args.markdown or args.write_readme:
@@ -185,9 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
     if args.write_readme:
-        when = f"`{result['command']}` — {result['machine']['time']}"
         write_block(README, SUMMARY_MARKERS,
-                    f"{when}. {machine_line(result)}\n\n{summary}")
+                    f"`{result['command']}`. {machine_line(result)}\n\n{summary}")
         write_block(PERFORMANCE_DOC, TABLE_MARKERS, f"{result['header']}\n\n{result['table']}")
         print(f"[run_all] wrote {README.name} and {PERFORMANCE_DOC.relative_to(ROOT)}",
               file=sys.stderr)

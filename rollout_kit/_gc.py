@@ -1,12 +1,12 @@
 """Garbage-collector settings while rollouts run: the one module that touches :mod:`gc`.
 
 CPython's cyclic collector runs on the event loop's thread and holds it for as long as a pass
-takes. With 1,000 requests in flight the default settings (a pass every 700 allocations, and
+takes. With many requests in flight the default settings (a pass every 700 allocations, and
 now and then a full pass over every object of the process: a notebook's pandas and
-matplotlib included) paused a 10 ms ticker for 100–250 ms; with the heap that existed before
-the rollouts frozen out of the passes and the youngest generation's threshold at 10,000 the
-pauses stayed under ~6 ms (``bench/bench_controller.py``, row "max event-loop lag"). vLLM
-freezes its server's heap after start-up the same way.
+matplotlib included) stall the loop for far longer than a request's own work; with the heap
+that existed before the rollouts frozen out of the passes and the youngest generation's
+threshold at 10,000 the stalls stay short (the "max event-loop lag" rows of
+``bench/bench_controller.py``). vLLM freezes its server's heap after start-up the same way.
 
 While at least one :class:`GcHold` is held, in the whole process:
 

@@ -55,14 +55,14 @@ class RolloutTask(asyncio.Task[None]):
 
     An asyncio task cancelled before its first step never runs its coroutine, so the
     executor must then finish the job itself. A done callback on every task would see it,
-    but cost 5 % of a task's instructions (callgrind, ``bench/bench_task_cost.py``); this
+    but every task would pay for it on the hot path (see ``bench/bench_task_cost.py``); this
     task calls ``on_cancel(task_id)`` once, at the first ``cancel()`` by anyone (the
     executor, ``asyncio.run``'s shutdown, user code), and only then is a callback attached.
     It holds the task's id, not its job: the job holds the task.
 
     Made by :meth:`WorkflowExecutor._start`, which sets ``task_id`` and ``on_cancel`` right
-    after construction, before anything can cancel it: no ``__init__`` of its own, whose
-    ``super().__init__(...)`` with keywords cost ~1.7 % of a task's instructions. Made
+    after construction, before anything can cancel it: no ``__init__`` of its own, so that
+    making a task costs no extra Python call (see ``bench/bench_task_cost.py``). Made
     directly, so a task factory set on the loop is not used for workflow tasks.
     """
 

@@ -12,8 +12,9 @@ Linux a kernel timer, not the loop's millisecond one) until :data:`PRESTAGE_S` b
 deadline and submits the request's task then, with its due time: the task is dispatched and
 started, and waits (yielding to the loop) until the instant, then runs the workflow. What a
 submission costs before the request leaves (the id, the tracer's marks, the task, the loop
-turn it starts in, the executor's prologue: ~0.15–0.3 ms on a 2-core VM woken from idle) is
-paid before the due time instead of after it. So a task's ``submitted_s`` is up to
+turn it starts in, the executor's prologue: a large share of a send's lateness, more so in a
+process woken from idle) is paid before the due time instead of after it (the pacing rows of
+``bench/bench_load.py``). So a task's ``submitted_s`` is up to
 ``PRESTAGE_S`` before its ``scheduled_s``, and with ``max_concurrency`` it holds its slot
 from then on. When it is behind it sends the due requests in slices of 64, yielding between
 slices (a run at thousands of requests per second never holds the loop). As

@@ -66,9 +66,10 @@ class Buffers:
     back as a 2-D numpy view. ``commit`` (once per finished task, the hot path) appends its
     rows to a short list of Python ints per table instead; the lists move into the arrays
     with one numpy conversion each when they reach :data:`SETTLE_AT` values, or when
-    anything reads ``tasks`` / ``sessions`` / ``spans``: ``np.fromiter`` of a list costs
-    about a third of what ``array.fromlist`` costs per value (18 vs 50-67 ns on the
-    project's VM), and a list append is a few ns.
+    anything reads ``tasks`` / ``sessions`` / ``spans``: a list append is the cheapest way to
+    keep a value, and one numpy conversion of a list is cheaper per value than
+    ``array.fromlist`` (the tracer rows of ``bench/bench_tracer.py`` show the per-session
+    cost).
     """
 
     def __init__(self) -> None:

@@ -70,8 +70,8 @@ class LiveCalls:
         """A new context in which ``task_id`` and this tracer are current (what
         :meth:`task_scope` makes current), for ``loop.create_task(coro, context=...)``.
 
-        Nothing in it needs restoring: it ends with its asyncio task. Making it costs
-        ~340 ns against ~870 ns for entering and leaving a task scope; the executor's
+        Nothing in it needs restoring: it ends with its asyncio task. Making it is cheaper
+        than entering and leaving a task scope; the executor's
         :meth:`task_starts` copies a kept template instead (kept by the caller: kept here,
         the template would hold the tracer in a cycle).
 
