@@ -69,12 +69,12 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "AgentClosedError",
+    "AgentError",
     "ConfigError",
     "ControllerStateError",
     "DatasetError",
     "DuplicateTaskIdError",
-    "AgentClosedError",
-    "AgentError",
     "EngineBadRequestError",
     "EngineConnectionError",
     "EngineError",
@@ -92,9 +92,9 @@ __all__ = [
     "SyncInLoopError",
     "TaskIdError",
     "TaskIdMismatchError",
+    "ToolError",
     "TraceError",
     "TraceSchemaError",
-    "ToolError",
     "TraceStateError",
     "TurnTimeoutError",
     "UnknownTaskIdError",
