@@ -78,7 +78,7 @@ _TRUE = {"1", "true", "yes"}
 class SimServersFactory(Protocol):
     """``sim_servers(api, n, **overrides)``: start simulated servers for this test."""
 
-    def __call__(self, api: ApiName = "sglang", n: int = 1,
+    def __call__(self, api: ApiName | str = "sglang", n: int = 1,
                  **overrides: Any) -> SimCluster: ...
 
 
@@ -134,8 +134,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def sim_servers() -> Iterator[SimServersFactory]:
     """Factory: ``sim_servers(api="sglang", n=1, **overrides) -> SimCluster``.
 
-    Starts ``n`` simulated servers of ``api`` (``"sglang"`` or ``"vllm"``) on 127.0.0.1 with
-    free ports, on a background thread and event loop; ``overrides`` are
+    Starts ``n`` simulated servers of ``api`` (a server flavour name of
+    :func:`rollout_kit.engines.flavour_names`, e.g. ``"vllm"`` or ``"vllm-chat"``: the
+    simulator of its server family) on 127.0.0.1 with free ports, on a background thread and
+    event loop; ``overrides`` are
     :class:`~rollout_kit.sim.SimConfig` fields (``zero_latency=True`` unless ``zero_latency``
     or ``time_scale`` is given). All of them are stopped after the test.
     """
@@ -143,10 +145,14 @@ def sim_servers() -> Iterator[SimServersFactory]:
 
     with ExitStack() as stack:
 
-        def start(api: ApiName = "sglang", n: int = 1, **overrides: Any) -> SimCluster:
+        def start(api: ApiName | str = "sglang", n: int = 1, **overrides: Any) -> SimCluster:
+            from ..engines import backend_for
+
+            family = backend_for(api).server_family
             if "zero_latency" not in overrides and "time_scale" not in overrides:
                 overrides["zero_latency"] = True
-            return stack.enter_context(serve_in_thread(api, n, **overrides))
+            return stack.enter_context(serve_in_thread(family, n,  # type: ignore[arg-type]
+                                                       **overrides))
 
         yield start
 
@@ -187,7 +193,8 @@ def _controller_factory(sim_servers: SimServersFactory,
              **kwargs: Any) -> RolloutController:
         from ..controller import RolloutController
 
-        if not args and kwargs.get("engines") is None and not sglang and not vllm:
+        if not args and kwargs.get("engines") is None and not sglang and not vllm \
+                and not kwargs.get("servers"):
             sglang = sim_servers("sglang").addresses
         if kwargs.get("engine_config") is None:
             kwargs["engine_config"] = fast_engine_config()
@@ -207,8 +214,8 @@ def rollout_controller(request: pytest.FixtureRequest) -> ControllerFactory:
     """Factory: ``rollout_controller(...) -> RolloutController``, closed after the test.
 
     Takes :class:`~rollout_kit.controller.RolloutController`'s arguments. Without engines and
-    without ``sglang=`` / ``vllm=`` addresses, it starts a simulated SGLang server (as
-    ``sim_sglang`` does) for the controller. ``engine_config`` defaults to
+    without addresses (``servers=``, ``sglang=``, ``vllm=``), it starts a simulated SGLang
+    server (as ``sim_sglang`` does) for the controller. ``engine_config`` defaults to
     :func:`~rollout_kit.testing.fast_engine_config`.
     """
     if _is_async_test(request) and pytest_asyncio is not None:

@@ -222,3 +222,12 @@ async def test_seeded_chat_calls_record_and_replay(tmp_path: Any) -> None:
         assert calls["prompt_ids"].map(len).min() > 0  # the chat template's own ids
         frame = await replay_async(tmp_path)  # the recorded ids, to the same server
     assert (frame["status"] == "identical").all(), frame[["status", "reason"]]
+
+
+def test_the_pytest_plugin_starts_the_simulator_of_a_chat_flavour(
+        sim_servers: Any, rollout_controller: Any) -> None:
+    cluster = sim_servers("vllm-chat")
+    ctl = rollout_controller(servers={"vllm-chat": cluster.addresses})
+    wf = AgentWorkflow(agent, exact, tools={"calculator": calculator})
+    [r] = ctl.rollout_batch(DATA[:1], wf)
+    assert r.ok and r.trajectory["rewards"] == [1.0]
