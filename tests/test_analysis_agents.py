@@ -22,37 +22,7 @@ from rollout_kit.analysis.agents import SPLIT_COLUMNS, TAIL_COLUMNS, TURN_COLUMN
 from rollout_kit.errors import ConfigError, TraceSchemaError
 from rollout_kit.plotting import plot_timeline
 from rollout_kit.sim import serve
-
-TOOLS = [{"type": "function", "function": {
-    "name": "calculator", "description": "evaluate an arithmetic expression",
-    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
-                   "required": ["expression"]}}}]
-
-
-def calculator(expression: str) -> str:
-    return str(eval(expression, {"__builtins__": {}}))  # digits and + - * ( ) only here
-
-
-async def agent(client: Any, data: Any) -> str | None:
-    messages: list[Any] = [{"role": "user", "content": data["prompt"]}]
-    for _ in range(4):
-        r = await client.chat.completions.create(model="m", messages=messages, tools=TOOLS,
-                                                 max_tokens=256)
-        msg = r.choices[0].message
-        messages.append(msg)
-        if not msg.tool_calls:
-            return msg.content
-        messages += await client.run_tool_calls(msg.tool_calls)
-    return None
-
-
-def exact(prompt: str, completion: str, prompt_ids: Any, completion_ids: Any,
-          answer: str) -> float:
-    return float(answer in completion)
-
-
-DATA = [{"prompt": "What is 12*(3+4)?", "answer": "84"},
-        {"prompt": "What is 5+7?", "answer": "12"}]
+from tests.agents.test_agent_client import DATA, agent, calculator, exact
 
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
 

@@ -12,12 +12,12 @@ are joined here into whole calls.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ..config import GenerationConfig
 from .backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
 
-__all__ = ["ChatStreamParser", "build_chat_request", "parse_chat_response"]
+__all__ = ["ChatStreamParser", "OpenAIChat", "build_chat_request", "parse_chat_response"]
 
 CHAT_ENDPOINT = "/v1/chat/completions"
 
@@ -194,3 +194,27 @@ class ChatStreamParser(StreamParser):
             call["function"]["arguments"] = "".join(self._args.get(i, ()))
             seg.tool_calls.append(call)
         return super().result()
+
+
+class OpenAIChat:
+    """The chat half of a flavour: mixed in before its completions :class:`~.backend.Backend`
+    (``class VLLMChatBackend(OpenAIChat, VLLMBackend)``)."""
+
+    chat_endpoint: ClassVar[str | None] = CHAT_ENDPOINT
+
+    def build_chat_request(self, *, messages: list[dict[str, Any]],
+                           tools: list[dict[str, Any]] | None, gconfig: GenerationConfig,
+                           max_new_tokens: int, stream: bool, model: str | None,
+                           template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON body of one chat request."""
+        return build_chat_request(messages=messages, tools=tools, gconfig=gconfig,
+                                  max_new_tokens=max_new_tokens, stream=stream, model=model,
+                                  template_kwargs=template_kwargs)
+
+    def parse_chat_response(self, body: Any) -> Segment:
+        """Parse one non-streamed chat response."""
+        return parse_chat_response(body)
+
+    def chat_stream_parser(self) -> StreamParser:
+        """A fresh parser for one streamed chat response."""
+        return ChatStreamParser()

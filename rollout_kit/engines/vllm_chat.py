@@ -1,9 +1,10 @@
 """The ``vllm-chat`` flavour: vLLM's ``/v1/chat/completions`` for messages, its
 ``/v1/completions`` for ids and text, ``/tokenize`` to render messages into ids.
 
-One flavour for both endpoints of one server, so an agent that switches to sending its
-conversation's exact ids (:mod:`rollout_kit.agents`, ``token_mode="exact"``) stays on the
-same server and its prefix cache. Token ids come back with ``return_token_ids`` (vLLM ≥
+Chat flavours route each conversation to one server (sticky routing unless ``EngineConfig``
+says otherwise). One flavour for both endpoints of one server, so an agent that switches to
+sending its conversation's exact ids (:mod:`rollout_kit.agents`, ``token_mode="exact"``)
+stays on the same server and its prefix cache. Token ids come back with ``return_token_ids`` (vLLM ≥
 0.10.2: top-level ``prompt_token_ids``, per choice and per streamed delta ``token_ids``).
 """
 
@@ -11,39 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import GenerationConfig
-from .backend import ControlRequest, Segment, StreamParser
-from .openai_chat import (
-    CHAT_ENDPOINT,
-    ChatStreamParser,
-    build_chat_request,
-    parse_chat_response,
-)
+from .backend import ControlRequest
+from .openai_chat import OpenAIChat
 from .vllm import VLLMBackend
 
 __all__ = ["VLLMChatBackend"]
 
 
-class VLLMChatBackend(VLLMBackend):
+class VLLMChatBackend(OpenAIChat, VLLMBackend):
     """vLLM's chat API beside its completions API."""
 
     flavour = "vllm-chat"
-    chat_endpoint = CHAT_ENDPOINT
     render_endpoint = "/tokenize"
-
-    def build_chat_request(self, *, messages: list[dict[str, Any]],
-                           tools: list[dict[str, Any]] | None, gconfig: GenerationConfig,
-                           max_new_tokens: int, stream: bool, model: str | None,
-                           template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-        return build_chat_request(messages=messages, tools=tools, gconfig=gconfig,
-                                  max_new_tokens=max_new_tokens, stream=stream, model=model,
-                                  template_kwargs=template_kwargs)
-
-    def parse_chat_response(self, body: Any) -> Segment:
-        return parse_chat_response(body)
-
-    def chat_stream_parser(self) -> StreamParser:
-        return ChatStreamParser()
 
     def render_request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                        *, add_generation_prompt: bool, model: str | None,
