@@ -17,20 +17,23 @@ Usage::
 
 The package: :mod:`.summaries` (``summary``, ``compare``), :mod:`.over_time`
 (``throughput``, ``concurrency``), :mod:`.groups` (``by_server``, ``by_phase``,
-``slowest``) and :mod:`.agents` (``turns``, ``drift_table``, ``group_tail``,
-``slowest_split``: the per-turn views of agent rollouts), over :mod:`.common` (the column
-checks, the phase names, the percentiles).
+``slowest``), :mod:`.agents` (``turns``, ``drift_table``, ``group_tail``,
+``slowest_split``: the per-turn views of agent rollouts) and :mod:`.server`
+(``server_series``: the servers' state over time, from the scraped metrics), over
+:mod:`.common` (the column checks, the phase names, the percentiles).
 """
 
 from .agents import drift_table, group_tail, slowest_split, turns
 from .common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_columns
 from .groups import by_phase, by_server, slowest
 from .over_time import concurrency, throughput
+from .server import SERIES_COLUMNS, server_series
 from .summaries import Summary, compare, summary
 
 __all__ = [
     "LATENCY_STATS",
     "PERCENTILES",
+    "SERIES_COLUMNS",
     "Summary",
     "by_phase",
     "by_server",
@@ -41,6 +44,7 @@ __all__ = [
     "is_spans",
     "phase_names",
     "require_columns",
+    "server_series",
     "slowest",
     "slowest_split",
     "summary",

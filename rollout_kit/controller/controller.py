@@ -72,10 +72,16 @@ class RolloutController(ControllerCore):
             pauses short (:mod:`rollout_kit._gc`: the heap that exists now is frozen out
             of its passes and the youngest generation's threshold is raised to 10,000);
             ``False`` leaves the collector as it is.
+        scrape_interval: seconds between two scrapes of each server's ``/metrics`` while
+            the controller lives (from :meth:`initialize_async` or the first submit until
+            :meth:`close_async`), into the tracer's server metrics frame
+            (:meth:`server_metrics`, :func:`rollout_kit.analysis.server_series`;
+            :mod:`rollout_kit.engines.scrape`); ``None`` scrapes nothing. Only the servers
+            of in-process engines are scraped.
 
     Raises:
-        ConfigError: no engines at all, two workers with the same name, or both ``tracer``
-            and ``dump``.
+        ConfigError: no engines at all, two workers with the same name, both ``tracer``
+            and ``dump``, or a ``scrape_interval`` that is not ``None`` nor a number > 0.
     """
 
     # -- results -----------------------------------------------------------------------
@@ -325,6 +331,12 @@ class RolloutController(ControllerCore):
     def spans(self) -> pd.DataFrame:
         """The spans DataFrame (one row per phase span)."""
         return self.tracer.spans_df()
+
+    def server_metrics(self) -> pd.DataFrame:
+        """The samples scraped from the servers' ``/metrics`` so far (columns ``ts``,
+        ``server``, ``metric``, ``labels``, ``value``; ``scrape_interval``): the frame
+        :func:`rollout_kit.analysis.server_series` reads."""
+        return self.tracer.server_metrics_df()
 
     def __repr__(self) -> str:
         s = self.stats()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import os
 
     from ..config import EngineConfig, ExecutorConfig
-    from ..engines import InferenceEngine
+    from ..engines import InferenceEngine, MetricsScraper
     from ..executor import AcceptFnSpec, WorkflowSpec
 
 __all__ = ["ControllerCore"]
@@ -74,8 +74,13 @@ class ControllerCore:
         dump: TrajectoryDump | str | os.PathLike[str] | None = None,
         scheduler: WorkerPool | None = None,
         tune_gc: bool = True,
+        scrape_interval: float | None = 0.5,
     ) -> None:
         from ..engines import InferenceEngine
+        from ..engines.scrape import check_interval
+
+        self._scrape_interval = check_interval(scrape_interval)
+        self.scraper: MetricsScraper | None = None
 
         given: list[InferenceEngine]
         if engines is None:
@@ -120,9 +125,28 @@ class ControllerCore:
 
     # -- lifecycle ---------------------------------------------------------------------
     async def initialize_async(self) -> None:
-        """Initialize every worker (engine health checks); ``async with`` calls it."""
+        """Initialize every worker (engine health checks) and start scraping the servers'
+        metrics; ``async with`` calls it."""
         self.binding.bind()
         await asyncio.gather(*(w.initialize_async() for w in self.workers))
+        self.start_scraping(asyncio.get_running_loop())
+
+    def start_scraping(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the metrics scraper on ``loop`` (once; a no-op when ``scrape_interval`` is
+        ``None``, when no engine names servers to scrape, with a disabled tracer, or once
+        closed)."""
+        if self._scrape_interval is None or self._closed or not self.tracer.enabled:
+            return
+        if self.scraper is None:
+            from ..engines.scrape import MetricsScraper, scrape_targets
+
+            targets = scrape_targets(self.engines)
+            if not targets:
+                self._scrape_interval = None
+                return
+            self.scraper = MetricsScraper(targets, self.tracer.record_server_metrics,
+                                          interval=self._scrape_interval)
+        self.scraper.start(loop)
 
     def initialize(self) -> None:
         """Blocking twin of :meth:`initialize_async`."""
@@ -139,7 +163,11 @@ class ControllerCore:
         try:
             if self.binding.loop is not None:
                 self.binding.bind()
-                await asyncio.gather(*(w.close_async(drain=drain) for w in self.workers))
+                try:
+                    await asyncio.gather(*(w.close_async(drain=drain) for w in self.workers))
+                finally:
+                    if self.scraper is not None:  # after a drain: its tasks were scraped
+                        await self.scraper.stop_async()
         finally:
             if self._gc_hold is not None:
                 self._gc_hold()  # release (once)
@@ -249,6 +277,8 @@ class ControllerCore:
         target = named if named is not None else self.scheduler.choose(self.workers)
         loop = self.binding.here()  # None: another thread (hand the job over to the loop)
         target.check_room()
+        if self._scrape_interval is not None and self.scraper is None and loop is not None:
+            self.start_scraping(loop)
         tid = self.ids.next() if task_id is None else self.ids.claim(task_id)
         self.results.add(tid, target)
         job = Job(tid, data, recipe)
@@ -275,7 +305,9 @@ class ControllerCore:
         """
         self.check_open("submit()")
         target = self.scheduler.choose(self.workers)
-        self.binding.bind()
+        loop = self.binding.bind()
+        if self._scrape_interval is not None and self.scraper is None:
+            self.start_scraping(loop)
         if not target.has_room():
             await self.waiters.until(target.has_room, timeout=None,
                                      what="waiting for queue room",

@@ -18,6 +18,7 @@ from .base import InferenceEngine
 from .flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
 from .remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from .routing import ROUTE_KEY_SEPARATOR, Router, route_key
+from .scrape import MetricsScraper, ScrapeTarget
 from .sglang import SGLangBackend
 from .sglang_chat import SGLangChatBackend
 from .vllm import VLLMBackend
@@ -29,12 +30,14 @@ __all__ = [
     "Backend",
     "ControlRequest",
     "InferenceEngine",
+    "MetricsScraper",
     "RemoteInfEngine",
     "RemoteSGLangEngine",
     "RemotevLLMEngine",
     "Router",
     "SGLangBackend",
     "SGLangChatBackend",
+    "ScrapeTarget",
     "Segment",
     "StreamParser",
     "VLLMBackend",

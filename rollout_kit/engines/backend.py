@@ -100,6 +100,8 @@ class Segment:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     completion_tokens: int | None = None
     ids_returned: bool = True
+    sent_ns: int = 0  # when its request was written (perf_counter_ns; 0: unknown)
+    done_ns: int = 0  # when the last byte of its answer was read
 
     def check(self) -> Segment:
         """Validate the parsed lengths; fill missing logprobs with ``nan``."""

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Self
 from ..io import ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pandas as pd
+
+    from .scrape import ScrapeTarget
 
 __all__ = ["InferenceEngine"]
 
@@ -74,6 +78,11 @@ class InferenceEngine(ABC):
     @abstractmethod
     async def server_metrics_async(self) -> pd.DataFrame:
         """The servers' Prometheus metrics as a DataFrame (server, metric, labels, value)."""
+
+    def scrape_targets(self) -> Sequence[ScrapeTarget]:
+        """The servers whose ``/metrics`` a controller scrapes during a run
+        (:mod:`rollout_kit.engines.scrape`); none by default."""
+        return ()
 
     async def __aenter__(self) -> Self:
         await self.initialize_async()

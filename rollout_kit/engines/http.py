@@ -45,7 +45,7 @@ from ..errors import (
     EngineUnreachableError,
     truncate,
 )
-from .transport import Transport, make_transport
+from .transport import Reply, Transport, make_transport
 from .transport.base import base_url
 
 __all__ = [
@@ -280,6 +280,15 @@ class HttpClient:
         ``headers`` are sent as given (``json_headers`` adds the JSON content type); by
         default a request with a payload says it is JSON.
         """
+        return (await self.exchange(server, method, endpoint, payload=payload, params=params,
+                                    timeout=timeout, hint=hint, headers=headers)).body
+
+    async def exchange(self, server: str, method: str, endpoint: str, *,
+                       payload: Any = None, params: Mapping[str, str] | None = None,
+                       timeout: float, hint: str = "",
+                       headers: Mapping[str, str] | None = None) -> Reply:
+        """:meth:`request`, returning the whole 2xx :class:`~.transport.Reply` (its body and
+        when the request was written and the last byte read)."""
         data = orjson.dumps(payload) if payload is not None else None
         target = f"{endpoint}?{urlencode(params)}" if params else endpoint
         reply = await self.transport.request(method, server, target, body=data,
@@ -289,7 +298,7 @@ class HttpClient:
             raise make_status_error(reply.status, reply.body, server=server,
                                     endpoint=endpoint, headers=reply.headers,
                                     hint=hint if reply.status in (404, 405) else "")
-        return reply.body
+        return reply
 
     async def request_json(self, server: str, method: str, endpoint: str, *,
                            payload: Any = None, params: Mapping[str, str] | None = None,
@@ -302,13 +311,15 @@ class HttpClient:
         return parse_json(body, server=server, endpoint=endpoint, hint=hint)
 
     async def stream_sse(self, server: str, endpoint: str, payload: Any, *, timeout: float,
-                         hint: str = "", headers: Mapping[str, str] | None = None
-                         ) -> AsyncIterator[SSEEvent]:
+                         hint: str = "", headers: Mapping[str, str] | None = None,
+                         timing: list[int] | None = None) -> AsyncIterator[SSEEvent]:
         """POST ``payload`` and yield each decoded ``data:`` event with its arrival time.
 
         Ends at ``data: [DONE]``. A stream that closes before ``[DONE]`` raises
         :class:`EngineResponseError` (retryable); an ``{"error": ...}`` event raises the
-        matching :class:`EngineStatusError`.
+        matching :class:`EngineStatusError`. ``timing``, when given, is set to
+        ``[sent_ns, done_ns]`` once the stream ended: when the request was written and the
+        last byte read.
         """
         async with self.transport.stream("POST", server, endpoint, body=orjson.dumps(payload),
                                          headers=self._headers(headers, True),
@@ -346,6 +357,8 @@ class HttpClient:
             if ended:
                 async for _ in chunks:
                     pass  # the rest of the body (its last chunk): the connection stays open
+                if timing is not None:
+                    timing[:] = (resp.sent_ns, resp.done_ns)
                 return
         raise EngineResponseError(
             f"{server} {endpoint}: the event stream ended before 'data: [DONE]'",

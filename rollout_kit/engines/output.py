@@ -27,6 +27,11 @@ class Output:
     itl: list[float] = field(default_factory=list)
     cached_tokens: int = 0
     server_timing: dict[str, float] = field(default_factory=dict)
+    # the exchanges' times (perf_counter_ns; 0: unknown): the first request written, the
+    # last answer's last byte read, and the sum of written → last byte over the answers
+    first_sent_ns: int = 0
+    last_done_ns: int = 0
+    in_flight_ns: int = 0
 
     def add(self, seg: Segment, versions: list[int]) -> None:
         self.tokens.extend(seg.tokens)
@@ -42,6 +47,11 @@ class Output:
                             for a, b in zip(seg.chunks, seg.chunks[1:], strict=False))
         self.cached_tokens += seg.cached_tokens
         self.server_timing.update(seg.server_timing)
+        if seg.sent_ns:
+            if not self.first_sent_ns:
+                self.first_sent_ns = seg.sent_ns
+            self.last_done_ns = seg.done_ns
+            self.in_flight_ns += seg.done_ns - seg.sent_ns
 
 
 def _is_host_port(server: str) -> bool:

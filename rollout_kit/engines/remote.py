@@ -19,6 +19,13 @@ stamped with :meth:`RemoteInfEngine.get_version` as it arrives.
 Streaming (``EngineConfig.stream``): ``ttft`` is the time from the call to the first token
 kept; ``itl`` holds one gap per later token-carrying event within one server response (gaps
 across a continuation, which include the pause, are left out).
+
+Where a call's time goes: each call adds to its session's ``in_flight_s`` (for each answered
+request, from the request written to the last byte of its answer read: the server, its HTTP
+front end and the network) and ``client_own_s`` (from the call to its first request written,
+plus from the last byte read to the return: the client's own work). A call that was retried
+counts its failed attempts and backoff in ``client_own_s`` (``retries`` says which did); the
+waits for a paused server between continuations count in neither.
 """
 
 from __future__ import annotations
@@ -61,7 +68,9 @@ from .http import (
 from .output import Output, output_budget, parse_addresses
 from .recording import CallRecording
 from .routing import Router, route_key
+from .scrape import ScrapeTarget
 from .sglang import SGLangBackend
+from .transport import Reply
 from .vllm import VLLMBackend
 
 if TYPE_CHECKING:
@@ -387,7 +396,8 @@ class RemoteInfEngine(InferenceEngine):
     def _response(self, req: ModelRequest, prompt: list[int], out: Output, stop: StopReason,
                   t0: int, server: str | None, n_cont: int, state: RetryState,
                   chat: Segment | None = None) -> ModelResponse:
-        latency = (time.perf_counter_ns() - t0) / 1e9
+        now = time.perf_counter_ns()
+        latency = (now - t0) / 1e9
         ttft = (out.first_token_ns - t0) / 1e9 if out.first_token_ns is not None else math.nan
         resp = ModelResponse(
             input_tokens=prompt, output_tokens=out.tokens, output_logprobs=out.logprobs,
@@ -412,8 +422,14 @@ class RemoteInfEngine(InferenceEngine):
                 n_prompt, n_out = chat.prompt_tokens or 0, chat.completion_tokens or 0
             attrs["token_source"] = resp.token_source
         annotate(**attrs)
-        increment(prompt_tokens=n_prompt, completion_tokens=n_out,
-                  continuations=n_cont, retries=state.retries)
+        if out.first_sent_ns:  # the client's own time and the requests' time out of its hands
+            increment(prompt_tokens=n_prompt, completion_tokens=n_out,
+                      continuations=n_cont, retries=state.retries,
+                      client_own_s=(out.first_sent_ns - t0 + now - out.last_done_ns) / 1e9,
+                      in_flight_s=out.in_flight_ns / 1e9)
+        else:
+            increment(prompt_tokens=n_prompt, completion_tokens=n_out,
+                      continuations=n_cont, retries=state.retries)
         return resp
 
     async def _segment(self, key: str, payload: dict[str, Any], api: _Api, prefer: str | None,
@@ -480,22 +496,24 @@ class RemoteInfEngine(InferenceEngine):
             f"{truncate(body, 200)}. {self.backend.wrong_flavour_hint}",
             server=server, endpoint=endpoint)
 
-    def _parse(self, server: str, raw: bytes, api: _Api) -> Segment:
-        """A whole (non-streamed) response body as a :class:`Segment`."""
+    def _parse(self, server: str, reply: Reply, api: _Api) -> Segment:
+        """A whole (non-streamed) answer as a :class:`Segment` (with its exchange's times)."""
         endpoint = api.endpoint
-        body = parse_json(raw, server=server, endpoint=endpoint,
+        body = parse_json(reply.body, server=server, endpoint=endpoint,
                           hint=self.backend.wrong_flavour_hint)
         try:
-            return api.parse(body)
+            seg = api.parse(body)
         except PARSE_ERRORS as exc:
             raise self._bad_body(server, exc, body, endpoint) from None
+        seg.sent_ns, seg.done_ns = reply.sent_ns, reply.done_ns
+        return seg
 
     def _post(self, server: str, payload: dict[str, Any], api: _Api, timeout: float,
-              headers: dict[str, str] | None) -> Coroutine[Any, Any, bytes]:
+              headers: dict[str, str] | None) -> Coroutine[Any, Any, Reply]:
         """The generate request's coroutine (not awaited here: no frame of its own)."""
-        return self._http.request(server, "POST", api.endpoint, payload=payload,
-                                  timeout=timeout, hint=self.backend.wrong_flavour_hint,
-                                  headers=headers)
+        return self._http.exchange(server, "POST", api.endpoint, payload=payload,
+                                   timeout=timeout, hint=self.backend.wrong_flavour_hint,
+                                   headers=headers)
 
     async def _send(self, server: str, payload: dict[str, Any], api: _Api, timeout: float,
                     headers: dict[str, str] | None) -> Segment:
@@ -515,9 +533,10 @@ class RemoteInfEngine(InferenceEngine):
         versions: list[int] = []
         version = self._version
         feed = parser.feed
+        timing = [0, 0]
         async for event in self._http.stream_sse(
                 server, endpoint, payload, timeout=timeout,
-                hint=self.backend.wrong_flavour_hint, headers=headers):
+                hint=self.backend.wrong_flavour_hint, headers=headers, timing=timing):
             if self._version != version:
                 versions.extend([version] * (len(tokens) - len(versions)))
                 version = self._version
@@ -531,6 +550,7 @@ class RemoteInfEngine(InferenceEngine):
             raise self._bad_body(server, exc, "<stream>", endpoint) from None
         versions.extend([version] * (len(seg.tokens) - len(versions)))
         seg.versions = versions
+        seg.sent_ns, seg.done_ns = timing
         if seg.finish is None:
             raise EngineResponseError(
                 f"{server} {endpoint}: the stream ended without a finish reason",
@@ -577,6 +597,12 @@ class RemoteInfEngine(InferenceEngine):
                 ``--enable-metrics``) or is unreachable.
         """
         return await self._control.metrics_async()
+
+    def scrape_targets(self) -> tuple[ScrapeTarget, ...]:
+        """Every server's metrics endpoint, with this engine's config (api key,
+        transport)."""
+        return tuple(ScrapeTarget(s, self.backend.metrics_endpoint, self.config)
+                     for s in self.servers)
 
 
 class RemoteSGLangEngine(RemoteInfEngine):

@@ -14,8 +14,21 @@ columns of the sessions frame:
 ``server_decode_s``           sum of ``gen_ai.latency.time_in_model_decode``
 ``server_e2e_s``              sum of ``gen_ai.latency.e2e``
 ``server_start_ts``           the first request's arrival at the server, on the trace clock
+``server_frontend_s``         the session's ``in_flight_s`` minus ``server_e2e_s``
 ``client_overhead_s``         the session's ``generate_s`` minus ``server_e2e_s``
 ============================  ===============================================
+
+``client_overhead_s`` is *not* the client's overhead under load: it holds the server's HTTP
+front end, tokenization and detokenization (outside its ``llm_request`` span) and the
+network too. The engine splits it (its session columns, :mod:`rollout_kit.engines.remote`):
+
+* ``client_own_s`` — what the client measures of itself: from the call to the request
+  written, and from the last byte read to the return;
+* ``server_frontend_s`` — what lies between the request written and the last byte read
+  outside the server's span: the server's front end and the network.
+
+``client_overhead_s`` ≈ ``client_own_s + server_frontend_s`` (plus any retries, and the
+workflow's own time inside its generate span); it is kept for the notebooks that read it.
 
 Spans that cannot be joined are kept apart, each with the reason (``unmatched`` and its
 ``why`` column) and counted — never joined to a guess: another tracer's trace, no parent, a
@@ -48,7 +61,8 @@ ATTRIBUTES = {QUEUE: "queue_s", TTFT: "ttft_s", PREFILL: "prefill_s", DECODE: "d
 _REQUIRED = (QUEUE, TTFT, E2E)
 
 SERVER_COLUMNS = ("server_spans", "server_queue_s", "server_ttft_s", "server_prefill_s",
-                  "server_decode_s", "server_e2e_s", "server_start_ts", "client_overhead_s")
+                  "server_decode_s", "server_e2e_s", "server_start_ts", "server_frontend_s",
+                  "client_overhead_s")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +169,8 @@ def join_server_spans(sessions: pd.DataFrame, spans: pd.DataFrame, *,
         for col in agg.columns:
             out.loc[hit, col] = agg[col].reindex(out.index[hit]).to_numpy()
         out["server_spans"] = out["server_spans"].astype("int64")
+    if "in_flight_s" in out.columns:
+        out["server_frontend_s"] = out["in_flight_s"] - out["server_e2e_s"]
     if "generate_s" in out.columns:
         out["client_overhead_s"] = out["generate_s"] - out["server_e2e_s"]
     unmatched_frame = pd.DataFrame(unmatched, columns=[*spans.columns, "why"])

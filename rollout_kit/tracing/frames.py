@@ -28,8 +28,10 @@ from .store import (
     AttrValues,
     Snapshot,
 )
+from .store.metrics import MetricRows
 
-__all__ = ["Traces", "build_traces", "empty_events"]
+__all__ = ["Traces", "build_server_metrics", "build_traces", "empty_events",
+           "empty_server_metrics"]
 
 _STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
 _STRING = pd.StringDtype()
@@ -54,6 +56,38 @@ def empty_events() -> pd.DataFrame:
     })
 
 
+def empty_server_metrics() -> pd.DataFrame:
+    """A server metrics frame without rows (the columns and dtypes of
+    ``Traces.server_metrics``)."""
+    return build_server_metrics(MetricRows(), 0)
+
+
+def _categories(codes: np.ndarray, names: list[str]) -> Any:
+    return pd.Categorical.from_codes(codes.astype(np.int32, copy=False),
+                                     dtype=pd.CategoricalDtype(pd.Index(names, dtype=object)))
+
+
+def build_server_metrics(rows: MetricRows, epoch_ns: int) -> pd.DataFrame:
+    """The server metrics frame of ``rows`` (:data:`~.schema.SERVER_METRIC_COLUMNS`): ``ts``
+    seconds since ``epoch_ns``, ``server`` / ``metric`` / ``labels`` categoricals, ``value``
+    float64; in time order (stable: a scrape's samples keep their order)."""
+    ts = (rows.ts - epoch_ns) / 1e9
+    order = None
+    if len(ts) > 1 and (np.diff(ts) < 0).any():
+        order = np.argsort(ts, kind="stable")
+
+    def pick(a: np.ndarray) -> np.ndarray:
+        return a if order is None else a[order]
+
+    return pd.DataFrame({
+        S.TS: pick(ts),
+        S.SERVER: _categories(pick(rows.server), rows.servers),
+        S.METRIC: _categories(pick(rows.metric), rows.metrics),
+        S.LABELS: _categories(pick(rows.labels), rows.label_sets),
+        S.VALUE: pick(rows.value),
+    })
+
+
 @dataclass
 class Traces:
     """The three trace DataFrames plus the clock anchor they are relative to.
@@ -66,6 +100,10 @@ class Traces:
         events: one row per timestamped session event (``task_id``, ``session_id``,
             ``event``, ``ts`` seconds, ``version``): a ``continue`` when the engine resent a
             generation a server had aborted, with the weight version it resumed under.
+        server_metrics: one row per sample scraped from a server's ``/metrics`` during the
+            run (``ts`` seconds on the same clock, ``server``, ``metric``, ``labels``,
+            ``value``; :mod:`rollout_kit.engines.scrape`); empty when nothing was scraped.
+            :func:`rollout_kit.analysis.server_series` turns it into named series.
     """
 
     tasks: pd.DataFrame
@@ -73,6 +111,7 @@ class Traces:
     spans: pd.DataFrame
     wall_epoch: float
     events: pd.DataFrame = field(default_factory=empty_events)
+    server_metrics: pd.DataFrame = field(default_factory=empty_server_metrics)
 
     def to_datetime(self, seconds: pd.Series | float) -> Any:
         """Convert seconds since the epoch (a column or a number) to UTC datetimes."""
@@ -398,7 +437,8 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         wall_epoch = math.nan
     events = _events(snap, sess_first, epoch_ns)
     return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch,
-                  events=events)
+                  events=events,
+                  server_metrics=build_server_metrics(snap.server_metrics, epoch_ns))
 
 
 def _events(snap: Snapshot, sess_first: np.ndarray, epoch_ns: int) -> pd.DataFrame:

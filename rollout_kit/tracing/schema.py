@@ -15,6 +15,12 @@ Per-phase seconds come in two kinds (both ``float64``, 0.0 where the phase never
   ``<phase>_s`` when the task's spans of that phase never overlap, and the sum of the
   sessions' ``<phase>_s`` unless spans of one phase overlap inside one session.
 
+The server metrics frame (``Traces.server_metrics``, :data:`SERVER_METRIC_COLUMNS`) holds
+the samples scraped from the servers' ``/metrics`` during a run, one row per sample: ``ts``
+(seconds on the trace clock), ``server``, ``metric`` (the sample's name as exposed, e.g.
+``vllm:num_requests_running`` or ``vllm:time_to_first_token_seconds_sum``), ``labels`` (a
+compact ``k=v,k=v`` string, keys sorted) and ``value``.
+
 The events frame (``Traces.events``, :data:`EVENT_COLUMNS`) holds timestamped events of a
 session, one row each: ``continue`` when the engine resent a generation a server had aborted,
 with the weight ``version`` it resumed under (the sessions frame's ``continuations`` counts
@@ -30,6 +36,7 @@ __all__ = [
     "MIN_SCHEMA_VERSION",
     "PHASE_SESSION_SUFFIX",
     "SCHEMA_VERSION",
+    "SERVER_METRIC_COLUMNS",
     "SESSION_COLUMNS",
     "SESSION_EVENTS",
     "SPAN_COLUMNS",
@@ -115,6 +122,13 @@ CONTINUE = "continue"  # the engine resent a generation a server had aborted
 SESSION_EVENTS = (CONTINUE,)  # the kinds of session events, in code order
 
 EVENT_COLUMNS = (TASK_ID, SESSION_ID, EVENT, TS, VERSION)
+
+# -- server metrics frame (one row per scraped sample) -----------------------------------
+METRIC = "metric"
+LABELS = "labels"
+VALUE = "value"
+
+SERVER_METRIC_COLUMNS = (TS, SERVER, METRIC, LABELS, VALUE)
 
 
 PHASE_SESSION_SUFFIX = "_session_s"

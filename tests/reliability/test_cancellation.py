@@ -28,6 +28,7 @@ from .conftest import TOK, check_ledger, make_engine, pick, record
 pytestmark = pytest.mark.timeout(60)
 
 PROBE = "rollout_kit health probe"
+SCRAPE = "rollout_kit scrape"  # the controller's metrics scraper, one task per server
 
 
 def reward(prompt: str, completion: str, prompt_ids: list[int],
@@ -41,10 +42,12 @@ def workflow(tokens: int = 64) -> SingleTurnWorkflow:
 
 
 def leftover_tasks(loop: asyncio.AbstractEventLoop) -> list[str]:
-    """Names of the tasks still pending on ``loop`` other than the caller and the probe."""
+    """Names of the tasks still pending on ``loop`` other than the caller, the probe and
+    the metrics scraper (background tasks of a live engine and controller)."""
     current = asyncio.current_task() if loop.is_running() else None
     return sorted(t.get_name() for t in asyncio.all_tasks(loop)
-                  if t is not current and not t.done() and not t.get_name().startswith(PROBE))
+                  if t is not current and not t.done()
+                  and not t.get_name().startswith((PROBE, SCRAPE)))
 
 
 def acquired(engine: RemoteInfEngine) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
@@ -128,12 +129,13 @@ class AiohttpTransport(Transport):
                       headers: Mapping[str, str], timeout: float) -> Reply:
         self._in_use += 1
         try:
+            sent = time.perf_counter_ns()  # aiohttp does not say when it wrote: about now
             async with self._current().request(method, base_url(server) + target, data=body,
                                                headers=headers,
                                                timeout=self._timeout(timeout)) as resp:
                 data = await resp.read()
                 return Reply(resp.status, _lower(resp.headers) if resp.status >= 400 else {},
-                             data)
+                             data, sent, time.perf_counter_ns())
         except AIOHTTP_ERRORS as exc:
             raise aiohttp_error(exc, server, target.split("?", 1)[0]) from exc
         finally:
@@ -145,10 +147,11 @@ class AiohttpTransport(Transport):
         endpoint = target.split("?", 1)[0]
         self._in_use += 1
         try:
+            sent = time.perf_counter_ns()  # aiohttp does not say when it wrote: about now
             async with self._current().request(method, base_url(server) + target, data=body,
                                                headers=headers,
                                                timeout=self._timeout(timeout)) as resp:
-                yield _AiohttpStream(resp, server, endpoint)
+                yield _AiohttpStream(resp, server, endpoint, sent)
         except EngineError:
             raise
         except AIOHTTP_ERRORS as exc:
@@ -158,16 +161,28 @@ class AiohttpTransport(Transport):
 
 
 class _AiohttpStream(Stream):
-    def __init__(self, resp: aiohttp.ClientResponse, server: str, endpoint: str) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, server: str, endpoint: str,
+                 sent_ns: int) -> None:
         self._resp = resp
         self._server = server
         self._endpoint = endpoint
         self.status = resp.status
         self.headers = _lower(resp.headers) if resp.status >= 400 else {}
+        self._sent = sent_ns
+        self._last = sent_ns
+
+    @property
+    def sent_ns(self) -> int:
+        return self._sent
+
+    @property
+    def done_ns(self) -> int:
+        return self._last
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._resp.content.iter_any():
+                self._last = time.perf_counter_ns()
                 yield chunk
         except AIOHTTP_ERRORS as exc:
             raise aiohttp_error(exc, self._server, self._endpoint) from exc

@@ -11,6 +11,10 @@ are raised as :mod:`rollout_kit.errors` classes, always with ``server`` and ``en
   was cut off or not HTTP.
 
 An error status is not a failure here: the caller gets the :class:`Reply` and decides.
+
+Both a :class:`Reply` and a :class:`Stream` say when the request was written (``sent_ns``)
+and when the last byte of the answer was read (``done_ns``), on ``perf_counter_ns``: what
+lies between is the request's time out of the client's hands (0: not known).
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ def base_url(address: str) -> str:
 
 @dataclass(slots=True)
 class Reply:
-    """A whole answer. ``headers`` has lower-case names."""
+    """A whole answer. ``headers`` has lower-case names; ``sent_ns`` / ``done_ns``: when the
+    request was written and the answer's last byte read (``perf_counter_ns``; 0: unknown)."""
 
     status: int
     headers: Mapping[str, str]
     body: bytes
+    sent_ns: int = 0
+    done_ns: int = 0
 
 
 class Stream(ABC):
@@ -45,6 +52,17 @@ class Stream(ABC):
 
     status: int
     headers: Mapping[str, str]  # lower-case names
+
+    @property
+    def sent_ns(self) -> int:
+        """When the request was written (``perf_counter_ns``; 0: unknown)."""
+        return 0
+
+    @property
+    def done_ns(self) -> int:
+        """When the last byte read so far arrived (``perf_counter_ns``; 0: unknown): the
+        answer's last once the body has been read to its end."""
+        return 0
 
     @abstractmethod
     def chunks(self) -> AsyncIterator[bytes]:

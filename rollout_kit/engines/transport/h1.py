@@ -15,6 +15,7 @@ exchange is a timer on the connection that fails it (no task is cancelled).
 from __future__ import annotations
 
 import asyncio
+from time import perf_counter_ns
 from typing import Final, cast
 
 __all__ = ["Connection", "ProtocolError"]
@@ -62,6 +63,8 @@ class Connection(asyncio.Protocol):
         self._crlf = False  # the CRLF after a chunk's data is due
         self._trailers = False  # between the last chunk and the end of the trailers
         self._timer: asyncio.TimerHandle | None = None
+        self.sent_ns = 0  # perf_counter_ns when the current request was written
+        self.last_ns = 0  # perf_counter_ns when the last bytes of its answer arrived
 
     # -- the exchange ------------------------------------------------------------------
 
@@ -82,6 +85,7 @@ class Connection(asyncio.Protocol):
             return
         assert self.transport is not None
         self.transport.write(data)
+        self.sent_ns = self.last_ns = perf_counter_ns()
 
     @property
     def usable(self) -> bool:
@@ -174,6 +178,7 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.received = True
+        self.last_ns = perf_counter_ns()
         try:
             if self.head_done:
                 self._feed_body(self._pending + data if self._pending else data)

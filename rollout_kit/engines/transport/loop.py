@@ -255,7 +255,7 @@ class LoopTransport(Transport):
             conn.abort()
             self._release(pool, server, conn)
             _raise_mapped(exc, server, target.split("?", 1)[0])
-        reply = Reply(conn.status, conn.headers, conn.take())
+        reply = Reply(conn.status, conn.headers, conn.take(), conn.sent_ns, conn.last_ns)
         self._release(pool, server, conn)
         return reply
 
@@ -280,6 +280,14 @@ class _LoopStream(Stream):
         self._endpoint = endpoint
         self.status = conn.status
         self.headers = conn.headers
+
+    @property
+    def sent_ns(self) -> int:
+        return self._conn.sent_ns
+
+    @property
+    def done_ns(self) -> int:
+        return self._conn.last_ns
 
     async def chunks(self) -> AsyncIterator[bytes]:
         conn = self._conn

@@ -2,14 +2,16 @@
 
 **Layout: one Parquet file per trace** (``X.jsonl`` compacts to ``X.parquet`` next to it),
 **one row per record** like the JSONL lines — every task record first, then every late mark
-record. The header is not a row but the file's key-value metadata under :data:`META_KEY`,
-a JSON object: ``format``, ``schema`` (the trace schema version), ``wall_epoch`` (the anchor
-every time in the file counts from), the row counts ``tasks`` / ``marks``, ``headers`` (the
-JSONL header records it was built from, each with its own anchor, worker and pid) and
+record, then (when samples were scraped from the servers) one row holding every server
+metrics sample. The header is not a row but the file's key-value metadata under
+:data:`META_KEY`, a JSON object: ``format``, ``schema`` (the trace schema version),
+``wall_epoch`` (the anchor every time in the file counts from), the row counts ``tasks`` /
+``marks`` (and ``server_metrics``, the number of samples, when there are any), ``headers``
+(the JSONL header records it was built from, each with its own anchor, worker and pid) and
 ``source`` (name, path, size and first anchor of that JSONL, so a loader can tell whether
 the Parquet is still current). Columns::
 
-    kind      dictionary<string>  "task" | "mark"
+    kind      dictionary<string>  "task" | "mark" | "server_metrics"
     task_id   int64
     worker    dictionary<string>  (null: no worker name)
     status, reason, error          dictionary<string>          (task rows)
@@ -23,6 +25,8 @@ the Parquet is still current). Columns::
     events    large_list<struct<session: int64, kind: dictionary<string>, ts: int64,
                                 version: int64>>
     event     dictionary<string>, ts: int64                          (mark rows)
+    server_metrics  large_list<struct<ts: int64, server, metric, labels: dictionary<string>,
+                                      value: double>>     (the server metrics row)
 
 Times are integer nanoseconds since ``wall_epoch``. An attribute field is ``int64``,
 ``double``, ``bool`` or ``dictionary<string>`` when all of its values have that one Python

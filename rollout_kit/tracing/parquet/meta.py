@@ -25,7 +25,7 @@ META_KEY = b"rollout_kit.trace"
 COMPRESSION = "zstd"
 ENCODING = b"rollout_kit.encoding"
 JSON_FIELD = {ENCODING: b"json"}
-KINDS = ("task", "mark")
+KINDS = ("task", "mark", "server_metrics")
 
 StrPath = str | os.PathLike[str]
 Attrs = dict[str, tuple[np.ndarray, AttrValues]]
@@ -87,4 +87,7 @@ def check_meta(path: StrPath, raw: Mapping[bytes, bytes] | None) -> dict[str, An
         count = meta.get(key)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise fail(path, f"its metadata has no row count {key!r}")
+    count = meta.get("server_metrics", 0)  # absent: none (files written before they were)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise fail(path, f"its metadata's server_metrics count is not an int >= 0: {count!r}")
     return meta

@@ -20,6 +20,7 @@ from ..schema import (
     LIFECYCLE_EVENTS,
 )
 from ..store import MISSING, AttrValues, Snapshot
+from ..store.metrics import MetricRows
 from .meta import (
     ENCODING,
     Attrs,
@@ -66,13 +67,17 @@ def read_snapshot(path: StrPath, shift_ns: int = 0) -> tuple[Snapshot, ParquetIn
     except (pa.ArrowException, OSError) as exc:
         raise unreadable(path, exc) from None
     n, m = int(info.meta["tasks"]), int(info.meta["marks"])
-    if table.num_rows != n + m:
-        raise fail(path, f"has {table.num_rows} rows, its metadata says {n} tasks and {m} "
-                    "marks")
+    k = int(info.meta.get("server_metrics", 0))
+    if table.num_rows != n + m + (k > 0):
+        raise fail(path, f"has {table.num_rows} rows, its metadata says {n} tasks, {m} "
+                    f"marks and {k} server metrics samples")
     if any(col.num_chunks != 1 for col in table.columns):
         table = table.combine_chunks()  # several row groups
     try:
-        return _decode(table, n, shift_ns, path), info
+        snap = _decode(table.slice(0, n + m), n, shift_ns, path)
+        if k:
+            snap.server_metrics = _metrics(table.slice(n + m), k, shift_ns, path)
+        return snap, info
     except KeyError as exc:
         raise fail(path, f"has no column or field {exc.args[0]!r}") from None
     except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
@@ -183,7 +188,8 @@ def _decode(table: pa.Table, n: int, shift: int, path: StrPath) -> Snapshot:
         return _ints(pc.fill_null(pc.list_value_length(lists), 0))
 
     tasks, marks = table.slice(0, n), table.slice(n)
-    kind = _lookup(column(table, "kind"), {"task": 0, "mark": 1}.__getitem__, "record kind",
+    kind = _lookup(column(table, "kind"), {"task": 0, "mark": 1, "server_metrics": 2}.__getitem__,
+                   "record kind",
                    path)
     if (kind[:n] != 0).any() or (kind[n:] != 1).any():
         raise fail(path, "its rows must be the task records, then the mark records")
@@ -237,6 +243,35 @@ def _decode(table: pa.Table, n: int, shift: int, path: StrPath) -> Snapshot:
         event_ts=_ints(field(ev, "ts"), shift) if ev is not None else no_events,
         event_value=_ints(field(ev, "version")) if ev is not None else no_events,
     )
+
+
+def _metrics(row: pa.Table, k: int, shift: int, path: StrPath) -> MetricRows:
+    """The server metrics samples of the last row (``k`` of them)."""
+    kind = row.column("kind").chunk(0)
+    if _lookup(kind, {"task": 0, "mark": 1, "server_metrics": 2}.__getitem__, "record kind",
+               path).tolist() != [2]:
+        raise fail(path, "its last row must be the server metrics record")
+    col = row.column("server_metrics")
+    items = (col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).flatten()
+    if len(items) != k:
+        raise fail(path, f"holds {len(items)} server metrics samples, its metadata says {k}")
+    names: list[list[str]] = []
+
+    def codes(name: str) -> np.ndarray:
+        arr = pc.struct_field(items, name)
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        words = [str(w) for w in arr.dictionary.to_pylist()]
+        names.append(words)
+        out: np.ndarray = arr.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        return out
+
+    server, metric, labels = codes("server"), codes("metric"), codes("labels")
+    value = pc.struct_field(items, "value").to_numpy(zero_copy_only=False)
+    return MetricRows(ts=_ints(pc.struct_field(items, "ts"), shift), server=server,
+                      metric=metric, labels=labels,
+                      value=np.asarray(value, dtype=np.float64), servers=names[0],
+                      metrics=names[1], label_sets=names[2])
 
 
 def _concat_values(parts: Sequence[AttrValues]) -> AttrValues:
@@ -307,4 +342,5 @@ def concat_snapshots(parts: Sequence[Snapshot]) -> Snapshot:
                                    for p, base in zip(parts, task_base, strict=True)]),
         event_session=cat(lambda p: p.event_session), event_kind=cat(lambda p: p.event_kind),
         event_ts=cat(lambda p: p.event_ts), event_value=cat(lambda p: p.event_value),
+        server_metrics=MetricRows.concat([p.server_metrics for p in parts]),
     )

@@ -20,6 +20,7 @@ from ..schema import (
     STATUSES,
 )
 from ..store import FORMAT, MISSING, AttrValues, Snapshot
+from ..store.metrics import MetricRows
 from .meta import COMPRESSION, JSON_FIELD, KINDS, META_KEY, Attrs, StrPath
 
 __all__ = ["snapshot_table", "write_snapshot"]
@@ -114,6 +115,23 @@ def _list(counts: np.ndarray, values: pa.Array, n_null: int) -> pa.Array:
                                          mask=pa.array(mask) if n_null else None)
 
 
+def _metrics_column(rows: MetricRows, epoch_ns: int, n_before: int) -> pa.Array:
+    """The ``server_metrics`` column: null on the ``n_before`` task and mark rows, then one
+    row holding every sample as a list of structs."""
+    struct = pa.StructArray.from_arrays([
+        pa.array(rows.ts - epoch_ns, type=pa.int64()),
+        _dictionary(rows.server, rows.servers),
+        _dictionary(rows.metric, rows.metrics),
+        _dictionary(rows.labels, rows.label_sets),
+        pa.array(rows.value, type=pa.float64()),
+    ], names=["ts", "server", "metric", "labels", "value"])
+    offsets = np.concatenate((np.zeros(n_before + 1, np.int64), [len(rows)]))
+    mask = np.ones(n_before + 1, dtype=bool)
+    mask[-1] = False
+    return pa.LargeListArray.from_arrays(pa.array(offsets, type=pa.int64()), struct,
+                                         mask=pa.array(mask))
+
+
 def snapshot_table(snap: Snapshot, epoch_ns: int, wall_epoch: float,
                    meta: Mapping[str, Any] | None = None) -> pa.Table:
     """The Parquet table of ``snap``: times relative to ``epoch_ns``, which is
@@ -172,6 +190,14 @@ def snapshot_table(snap: Snapshot, epoch_ns: int, wall_epoch: float,
                              type=pa.int64(), mask=~mark_rows if n else None)
     header = {"format": FORMAT, "schema": SCHEMA_VERSION, "wall_epoch": float(wall_epoch),
               "tasks": n, "marks": m, **(meta or {})}
+    k = len(snap.server_metrics)
+    if k:  # one more row: the server metrics record
+        header["server_metrics"] = k
+        columns = {name: pa.concat_arrays([arr, pa.nulls(1, type=arr.type)])
+                   for name, arr in columns.items()}
+        columns["kind"] = _dictionary(np.concatenate((mark_rows.astype(np.int64), [2])),
+                                      KINDS)
+        columns["server_metrics"] = _metrics_column(snap.server_metrics, epoch_ns, n + m)
     return pa.table(columns).replace_schema_metadata({META_KEY: orjson.dumps(header)})
 
 

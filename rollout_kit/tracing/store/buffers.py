@@ -29,6 +29,7 @@ from .layout import (
     Sparse,
     row_array,
 )
+from .metrics import MetricsBuffer
 from .snapshot import AttrValues, Snapshot
 
 __all__ = ["SETTLE_AT", "Buffers"]
@@ -85,6 +86,7 @@ class Buffers:
         self.error = Sparse()
         self.task_attrs: dict[str, Sparse] = {}
         self.session_attrs: dict[str, Sparse] = {}
+        self.server_metrics = MetricsBuffer()  # samples scraped from the servers
 
     def _settle(self) -> None:
         """Move the committed rows still in the lists into the arrays."""
@@ -215,7 +217,7 @@ class Buffers:
             mark_task=m[:, 0], mark_worker=m[:, 1].astype(np.int16),
             mark_event=m[:, 2].astype(np.int8), mark_ts=m[:, 3],
             event_task=e[:, 0], event_session=e[:, 1], event_kind=e[:, 2], event_ts=e[:, 3],
-            event_value=e[:, 4],
+            event_value=e[:, 4], server_metrics=self.server_metrics.rows(),
         )
 
     def copy(self) -> Self:
@@ -231,4 +233,5 @@ class Buffers:
         c.reason, c.error = self.reason.copy(), self.error.copy()
         c.task_attrs = {k: v.copy() for k, v in self.task_attrs.items()}
         c.session_attrs = {k: v.copy() for k, v in self.session_attrs.items()}
+        c.server_metrics = self.server_metrics.copy()
         return c

@@ -34,6 +34,7 @@ from .layout import (
     SessionRow,
     Sparse,
 )
+from .metrics import METRICS
 
 __all__ = ["RecordReader"]
 
@@ -181,6 +182,8 @@ class RecordReader(Buffers):
                     n += 1
                 elif kind == COLUMNS:
                     n += self._ingest_columns(rec, shift)
+                elif kind == METRICS:
+                    self.server_metrics.ingest(rec, shift)
                 elif kind == "mark":
                     self.add_mark(int(rec["task_id"]),
                                   self.worker_code(rec.get("worker", default_worker)),

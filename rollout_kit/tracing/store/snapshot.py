@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .attrs import AttrValue
+from .metrics import MetricRows
 
 __all__ = ["AttrValues", "Snapshot"]
 
@@ -54,3 +55,5 @@ class Snapshot:
     event_ts: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     event_value: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     extra: dict[str, Any] = field(default_factory=dict)
+    # samples scraped from the servers' /metrics (:mod:`.metrics`)
+    server_metrics: MetricRows = field(default_factory=MetricRows)

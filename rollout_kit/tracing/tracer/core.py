@@ -22,7 +22,7 @@ from .. import context as ctx
 from .. import schema as S
 from ..codes import EVENT_CODES, PENDING, STATUS_CODES
 from ..dumps import TrajectoryDump
-from ..frames import Traces, build_traces
+from ..frames import Traces, build_server_metrics, build_traces
 from ..live import LiveTable
 from ..parquet import read_info, write_snapshot
 from ..persist import append_records, compact_trace, parquet_path, source_info
@@ -32,6 +32,9 @@ from .live_calls import TASK_RESERVED, LiveCalls
 __all__ = ["MAX_ERROR_CHARS", "Tracer", "current_tracer"]
 
 MAX_ERROR_CHARS = 2000
+#: server metrics rows that, unwritten, make :meth:`Tracer.record_server_metrics` flush
+#: (about 4 minutes of 4 servers scraped at 2 Hz)
+METRICS_FLUSH_ROWS = 65536
 _INT63 = 2**63
 
 
@@ -105,6 +108,7 @@ class Tracer(LiveCalls):
         self.live.restart()
         self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
+        self._metrics_cursor = 0  # server metrics rows written to the file
         self._due = 0  # records committed since the last write (what triggers a flush)
         self._drained = False  # records left the store (drain_records): the file has more
         self._compacted: int | None = None  # JSONL size the Parquet form was written at
@@ -270,6 +274,44 @@ class Tracer(LiveCalls):
         if flush:
             self.flush()
 
+    # -- server metrics ---------------------------------------------------------------------
+    def record_server_metrics(self, server: str, samples: Iterable[tuple[str, str, float]],
+                              ts_ns: int | None = None) -> int:
+        """Record one scrape of ``server``'s ``/metrics``: ``(metric, labels, value)``
+        samples (labels as a compact ``k=v,k=v`` string) taken at ``ts_ns``
+        (``perf_counter_ns()``, default now). They become rows of the server metrics frame
+        (``Traces.server_metrics``) and are written with the next flush.
+
+        Returns:
+            The number of rows added (0 when the tracer is disabled).
+        """
+        if not self.enabled:
+            return 0
+        if ts_ns is None:
+            ts_ns = perf_counter_ns()
+        with self.live.lock:
+            buf = self._store.server_metrics
+            n = buf.add(server, ts_ns, samples)
+            flush = (self.path is not None
+                     and len(buf) - self._metrics_cursor >= METRICS_FLUSH_ROWS)
+        if flush:  # a long run with few finished tasks: its metrics still reach the file
+            self.flush()
+        return n
+
+    def server_metrics_df(self) -> pd.DataFrame:
+        """The server metrics frame alone (``Traces.server_metrics``), without building
+        the other frames."""
+        with self.live.lock:
+            rows = self._store.server_metrics.rows()
+        return build_server_metrics(rows, self.epoch_ns)
+
+    def _metrics_record(self) -> dict[str, Any] | None:
+        """The server metrics rows not yet written, as a record (caller holds the lock)."""
+        buf = self._store.server_metrics
+        rec = buf.record(self.epoch_ns, self._metrics_cursor)
+        self._metrics_cursor = len(buf)
+        return rec
+
     # -- frames ---------------------------------------------------------------------------
     def frames(self) -> Traces:
         """All three DataFrames; live (unfinalized) tasks appear with status ``pending``."""
@@ -313,9 +355,11 @@ class Tracer(LiveCalls):
         with self._io_lock:
             with self.live.lock:
                 rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
+                metrics = self._metrics_record()
                 self._due = 0
-            if rec is not None:
-                append_records(self.path, [rec])
+            recs = [r for r in (rec, metrics) if r is not None]
+            if recs:
+                append_records(self.path, recs)
 
     def drain_records(self) -> list[dict[str, Any]]:
         """Return every finished record (header first) and drop them from this tracer.
@@ -327,14 +371,20 @@ class Tracer(LiveCalls):
         with self._io_lock:
             with self.live.lock:
                 rec, _cursor = self._store.columns(self.epoch_ns, *self._cursor)
+                metrics = self._metrics_record()
                 drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
+                all_metrics = self._store.server_metrics.record(self.epoch_ns, 0)
+                if all_metrics is not None:
+                    drained.append(all_metrics)
                 self._drained = self._drained or bool(drained)
                 self._store = Store()
                 self._wcode = self._store.worker_code(self.worker)
                 self._cursor = (0, 0, 0, 0)
+                self._metrics_cursor = 0
                 self._due = 0
-            if rec is not None and self.path is not None:
-                append_records(self.path, [rec])
+            recs = [r for r in (rec, metrics) if r is not None]
+            if recs and self.path is not None:
+                append_records(self.path, recs)
         return [self._header(), *drained] if drained else []
 
     def ingest(self, records: Iterable[Mapping[str, Any]]) -> int:
@@ -395,11 +445,13 @@ class Tracer(LiveCalls):
         with self._io_lock:
             with self.live.lock:
                 rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
+                metrics = self._metrics_record()
                 self._due = 0
                 snap = None if self._drained else self._store.snapshot()
                 header = self._header()
-            if rec is not None:
-                append_records(self.path, [rec])
+            recs = [r for r in (rec, metrics) if r is not None]
+            if recs:
+                append_records(self.path, recs)
             size = self.path.stat().st_size
             if size != self._compacted or not self.parquet_path.is_file():
                 if snap is None:

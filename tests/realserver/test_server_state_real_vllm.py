@@ -1,0 +1,90 @@
+"""The servers' state beside the timeline, against the real vLLM 0.32 CPU server (started with
+``--enable-prefix-caching --enable-prompt-tokens-details``): the scraped series are
+non-empty, running / waiting requests rise during a batch of concurrent requests, the KV
+cache usage moves, and a repeated long prefix comes back with cached tokens > 0.
+
+Waits are for conditions (a number of scrapes), never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pandas as pd
+import pytest
+
+from rollout_kit import RolloutController
+from rollout_kit.analysis import server_series
+from rollout_kit.config import EngineConfig, GenerationConfig
+from rollout_kit.testing import VLLMCPUServer
+from rollout_kit.tracing import schema as S
+from rollout_kit.workflows import SingleTurnWorkflow
+
+pytestmark = pytest.mark.vllm_cpu
+
+# about 300 tokens of the tiny model's byte-level BPE: several KV blocks
+PREFIX = "You are a careful assistant. Answer briefly and check each step twice. " * 6
+
+
+def _wf(tokens: int) -> SingleTurnWorkflow:
+    return SingleTurnWorkflow(lambda *a, **k: 0.0, GenerationConfig(
+        n_samples=1, max_new_tokens=tokens, ignore_eos=True, logprobs=False))
+
+
+def _scrapes(frame: pd.DataFrame) -> int:
+    return int(frame[S.TS].nunique())
+
+
+async def _until(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_series_follow_a_batch_and_the_prefix_cache(
+        vllm_cpu_server: VLLMCPUServer) -> None:
+    async with RolloutController(vllm=[vllm_cpu_server.address], engine_config=EngineConfig(),
+                                 scrape_interval=0.2) as ctl:
+        await _until(lambda: _scrapes(ctl.server_metrics()) >= 2, "two scrapes before")
+        # a batch of concurrent requests, long enough (seconds on 2 cores) for several
+        # scrapes to see it: a busy server answers /metrics late, some scrapes time out
+        results = await ctl.rollout_batch_async([f"{i}: tell a story" for i in range(96)],
+                                                _wf(192))
+        assert all(r.ok for r in results)
+        # the same long prefix twice, one after the other: the second hits the cache
+        for ask in ("first question?", "second question?"):
+            again = await ctl.rollout_batch_async([PREFIX + ask], _wf(4))
+            assert again[0].ok
+        n = _scrapes(ctl.server_metrics())
+        await _until(lambda: _scrapes(ctl.server_metrics()) >= n + 2, "two scrapes after")
+        sessions = ctl.sessions()
+        frame = ctl.server_metrics()
+        assert ctl.scraper is not None
+        stats = ctl.scraper.stats[vllm_cpu_server.address]
+    assert stats["malformed"] == 0 and stats["stopped"] is None and stats["scrapes"] >= 4
+
+    series = server_series(frame)
+    by = series.groupby("series", observed=True)["value"]
+    found = set(by.groups)
+    assert {"running", "waiting", "kv_cache_usage", "prefix_cache_hit_rate",
+            "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_s",
+            "preemptions_per_s"} <= found
+    # the batch shows in the queue: requests running (and waiting) on the server
+    wide = server_series(frame, wide=True)
+    depth = wide["running"] + wide["waiting"]
+    assert wide["running"].max() >= 2 and depth.max() >= 8
+    assert wide["running"].iloc[0] == 0  # idle before the batch
+    # the KV cache fills during the batch and empties after it
+    assert wide["kv_cache_usage"].max() > 0
+    assert wide["kv_cache_usage"].max() > wide["kv_cache_usage"].min()
+    assert by.max()["generation_tokens_per_s"] > 0 and by.max()["ttft_s"] > 0
+    # the repeated prefix: cached tokens per session, and a hit rate above 0
+    cached = sessions["cached_tokens"].dropna().astype(int).tolist()
+    assert cached[-1] > 0, cached[-2:]
+    assert by.max()["prefix_cache_hit_rate"] > 0
+    # the client's time split: both parts measured on every session
+    assert (sessions["in_flight_s"] > 0).all() and (sessions["client_own_s"] > 0).all()
