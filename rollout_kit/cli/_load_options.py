@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     srv = parser.add_argument_group("server (as vllm bench serve)")
     srv.add_argument("--backend", default="vllm", metavar="FLAVOUR",
                      help="server flavour, a name of rollout_kit.engines.flavour_names() "
-                          "(vllm: /v1/completions; sglang: /generate) (vllm)")
+                          "(vllm: /v1/completions; sglang: /generate; vllm-chat, "
+                          "sglang-chat: /v1/chat/completions, conversations), or vllm bench "
+                          "serve's openai (vllm) / openai-chat (vllm-chat) (vllm)")
     srv.add_argument("--base-url", default=None,
                      help="server URL, e.g. http://127.0.0.1:8000 (overrides --host/--port)")
     srv.add_argument("--host", default="127.0.0.1", help="server host (127.0.0.1)")
@@ -112,6 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     res.add_argument("--trace-path", default=None,
                      help="also write the rollout_kit traces (JSONL) here")
     res.add_argument("--disable-tqdm", action="store_true", help="hide the progress bar")
+    from ._load_conversations import add_arguments as add_conversation_arguments
+
+    add_conversation_arguments(parser)
 
 
 def _levels(text: str, option: str, *, integer: bool) -> list[float]:

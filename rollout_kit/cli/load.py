@@ -14,6 +14,13 @@ Options keep ``vllm bench serve``'s names where they mean the same (``--request-
 * ``--duration S``: stop sending after S seconds;
 * ``--sim``: start a simulated server of ``--backend``'s kind in this process.
 
+Conversations (:mod:`._load_conversations`): ``--backend openai-chat --endpoint
+/v1/chat/completions`` (as ``vllm bench serve`` names them), a conversation dataset
+(``sharegpt_multiturn``, ``multi_turn``, ``synthetic_multiturn``, ``agent_trace``) or
+``--multi-turn`` make each "prompt" a conversation: it arrives at ``--request-rate``, sends
+its turns ``--think-time`` apart (``--num-turns``, ``--system-prompt-len``), and the summary
+adds TTFT by first / later turns, cache hits and goodput per conversation.
+
 It prints the same summary table as ``vllm bench serve`` (plus the achieved rate and the
 send lag), and ``--save-result`` writes a JSON with ``vllm bench serve --save-result``'s key
 names for the shared metrics (``completed``, ``request_throughput``, ``median_ttft_ms``, …),
@@ -75,10 +82,14 @@ def _requests(args: argparse.Namespace) -> list[Any]:
 
 
 def _spec(args: argparse.Namespace, rate: float | None = None,
-          concurrency: int | None = None) -> Any:
+          concurrency: int | None = None, conversations: list[Any] | None = None) -> Any:
     from ..load.arrivals import Arrivals
     from ..load.runner import LoadSpec
 
+    if conversations and all(c.timestamp is not None for c in conversations):
+        return LoadSpec(arrivals=Arrivals.schedule(c.timestamp for c in conversations),
+                        num_requests=len(conversations), duration=args.duration,
+                        max_concurrency=args.max_concurrency, warmup=args.warmup)
     ramp = ((args.ramp_up_start_rps, args.ramp_up_end_rps)
             if args.ramp_up_strategy is not None else None)
     arrivals = Arrivals(rate=args.request_rate if rate is None else rate,
@@ -98,6 +109,8 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
     from ..sim import serve
 
     overrides: dict[str, Any] = {"time_scale": args.sim_time_scale, "seed": args.seed}
+    if getattr(args, "conversations", False):
+        overrides["prompt_tokens_details"] = True  # cached tokens per turn, as vLLM's flag
     if args.model:
         overrides["model_name"] = args.model
     if args.tokenizer:
@@ -114,13 +127,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from ..controller import RolloutController
     from ..load.runner import run_load_async
 
-    requests = _requests(args)
+    if getattr(args, "conversations", False):
+        from ._load_conversations import conversations
+
+        requests = conversations(args)
+    else:
+        requests = _requests(args)
     gconfig = GenerationConfig(logprobs=args.request_logprobs)
     levels = [args.max_concurrency] if args.max_concurrency else []
     levels += args.concurrencies or []
     cap = max([*levels, args.num_prompts + args.warmup, 1])
     async with _server(args) as address:
-        ctl = RolloutController(servers={args.backend: [address]},
+        ctl = RolloutController(servers={getattr(args, "flavour", args.backend): [address]},
                                 engine_config=EngineConfig(stream=True, model=args.model,
                                                            transport=args.transport),
                                 executor_config=ExecutorConfig(max_concurrent_rollouts=cap),
@@ -138,11 +156,44 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                           percentiles=tuple(args.percentiles),
                                           progress=not args.disable_tqdm, runs=runs)
                 return {"sweep": sweep, "runs": runs}
+            if getattr(args, "conversations", False):
+                from ..load.conversations import run_conversations_async
+
+                crun = await run_conversations_async(
+                    ctl, requests, _spec(args, conversations=requests), gconfig=gconfig,
+                    think_time=args.think_time, seed=args.seed,
+                    progress=not args.disable_tqdm)
+                return {"conversations": crun}
             run = await run_load_async(ctl, requests, _spec(args), gconfig=gconfig,
                                        progress=not args.disable_tqdm)
             return {"run": run}
         finally:
             await ctl.close_async()
+
+
+def _report_conversations(args: argparse.Namespace, crun: Any) -> int:
+    from ._load_conversations import conversation_lines
+
+    metrics = crun.metrics(goodput=args.slos, percentiles=tuple(args.percentiles))
+    res = result_json(args, metrics, frame=crun.turns)
+    table = format_summary(res, metrics=args.metrics, percentiles=args.percentiles)
+    body, _, last = table.rpartition("\n")
+    _out("\n".join([body, *conversation_lines(res), last]))
+    for line in failure_lines(crun.turns):
+        _out(f"failed: {line}")
+    if args.save_result:
+        path = file_name(args, sweep=False)
+        path.write_text(json.dumps(res) + "\n")
+        _out(f"wrote: {path}")
+    if crun.interrupted:
+        _note("interrupted: the results above cover the conversations sent before Ctrl-C")
+        return 130
+    if not res.get("completed"):
+        sys.stdout.flush()
+        sys.stderr.write(f"rollout-kit: error: no turn of the {args.num_prompts} "
+                         "conversations completed; the reasons are above\n")
+        return 1
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,10 +203,12 @@ def run(args: argparse.Namespace) -> int:
     (``rollout_kit.cli.main`` prints them as one line).
     """
     check_args(args)
-    from ..engines import backend_for
+    from ._load_conversations import check_args as check_conversation_args
 
-    backend_for(args.backend)  # an unknown flavour: one line naming the known ones
+    check_conversation_args(args)  # also: an unknown flavour, one line naming the known ones
     r = run_sync(_main(args), what="rollout-kit load")
+    if "conversations" in r:
+        return _report_conversations(args, r["conversations"])
     if "sweep" in r:
         sweep = r["sweep"]
         _out(sweep_table(sweep))

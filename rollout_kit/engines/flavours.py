@@ -18,7 +18,8 @@ from .sglang_chat import SGLangChatBackend
 from .vllm import VLLMBackend
 from .vllm_chat import VLLMChatBackend
 
-__all__ = ["FLAVOURS", "backend_for", "flavour_names", "make_engine", "register_flavour"]
+__all__ = ["ALIASES", "FLAVOURS", "backend_for", "canonical_flavour", "flavour_names",
+           "make_engine", "register_flavour"]
 
 #: flavour name → its adapter class
 FLAVOURS: dict[str, type[Backend]] = {
@@ -27,6 +28,17 @@ FLAVOURS: dict[str, type[Backend]] = {
     "sglang-chat": SGLangChatBackend,
     "vllm-chat": VLLMChatBackend,
 }
+
+#: other tools' names of a flavour (``vllm bench serve --backend``) → the flavour
+ALIASES: dict[str, str] = {
+    "openai": "vllm",
+    "openai-chat": "vllm-chat",
+}
+
+
+def canonical_flavour(name: str) -> str:
+    """The flavour ``name`` stands for: itself, or the flavour an alias names."""
+    return ALIASES.get(name, name) if name not in FLAVOURS else name
 
 
 def register_flavour(backend: type[Backend]) -> None:
@@ -43,7 +55,7 @@ def flavour_names() -> tuple[str, ...]:
 
 def backend_for(flavour: str) -> Backend:
     """A fresh adapter of ``flavour`` (``ConfigError`` naming the known ones)."""
-    cls = FLAVOURS.get(flavour)
+    cls = FLAVOURS.get(canonical_flavour(flavour))
     if cls is None:
         raise ConfigError(f"unknown server flavour {flavour!r}; known: "
                           f"{', '.join(FLAVOURS)}")

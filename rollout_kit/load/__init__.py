@@ -20,20 +20,34 @@ the same lengths — yesterday's rollout against today's server settings::
     run = await run_load_async(ctl2, reqs, LoadSpec(arrivals=Arrivals.schedule(
         r.timestamp for r in reqs)))
 
+Conversations are load too (:mod:`.conversations`): each arrives on the schedule and sends
+its turns over the chat API a think time apart, one task per conversation, one session per
+turn; the run's turns frame has TTFT and cached prompt tokens per turn::
+
+    convs = synthetic_conversations(100, turns=4, input_len=128, output_len=64,
+                                    think_time="exponential:1")
+    crun = await run_conversations_async(ctl, convs, LoadSpec(arrivals=Arrivals(rate=5.0)))
+    crun.by_turn()
+
 Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
 :mod:`.spec` (what load to offer), :mod:`.runner` (sending and recording), :mod:`.results`
 (a run's per-request frame, rates and window), :mod:`.metrics` (definitions), :mod:`.sweep`
-(levels until saturation), :mod:`.workflow` (the per-task workflow and its timing),
+(levels until saturation), :mod:`.conversations` and :mod:`.turns` (conversations as load,
+their turns frame and metrics), :mod:`.workflow` (the per-task workflow and its timing),
 :mod:`.alarm` (the sender's wake-ups, finer than the loop's millisecond timer).
 """
 
 from __future__ import annotations
 
 from .arrivals import Arrivals
+from .conversations import ConversationWorkflow, run_conversations, run_conversations_async
 from .datasets import (
     DATASET_NAMES,
+    Conversation,
+    ConversationTurn,
     LoadRequest,
     SkippedTasksWarning,
+    ThinkTime,
     from_traces,
     load_dataset,
     read_areal_sessions,
@@ -42,6 +56,7 @@ from .datasets import (
     read_sharegpt,
     shared_prefix,
     synthetic,
+    synthetic_conversations,
 )
 from .metrics import (
     accepted_samples_per_s,
@@ -53,12 +68,17 @@ from .results import LoadRun
 from .runner import run_load, run_load_async
 from .spec import LoadSpec
 from .sweep import Saturation, sweep, sweep_async
+from .turns import ConversationRun, turn_table
 from .workflow import GenerateRequest, Measured
 
 __all__ = [
     "accepted_samples_per_s",
     "Arrivals",
     "compute_metrics",
+    "Conversation",
+    "ConversationRun",
+    "ConversationTurn",
+    "ConversationWorkflow",
     "DATASET_NAMES",
     "from_traces",
     "GenerateRequest",
@@ -72,6 +92,8 @@ __all__ = [
     "read_jsonl",
     "read_mooncake",
     "read_sharegpt",
+    "run_conversations",
+    "run_conversations_async",
     "run_load",
     "run_load_async",
     "Saturation",
@@ -80,5 +102,8 @@ __all__ = [
     "sweep",
     "sweep_async",
     "synthetic",
+    "synthetic_conversations",
+    "ThinkTime",
     "time_to_batch",
+    "turn_table",
 ]

@@ -76,6 +76,7 @@ class LoadRun:
         unsent: requests scheduled but never sent (an interrupted run).
         scheduled: how many requests the schedule held.
         spec: the spec of the run.
+        clock_origin: the ``perf_counter()`` instant the frame's times count from.
     """
 
     frame: pd.DataFrame
@@ -87,6 +88,7 @@ class LoadRun:
     unsent: int = 0
     scheduled: int = 0
     spec: LoadSpec | None = None
+    clock_origin: float = math.nan
 
     def metrics(self, goodput: str | dict[str, float] | None = None,
                 percentiles: Sequence[float] = (50, 90, 99)) -> dict[str, Any]:
@@ -257,7 +259,7 @@ def build_load_run(*, spec: LoadSpec, offsets: np.ndarray, n_items: int, start: 
         duration = 0.0
     return LoadRun(frame=frame, offered_rate=offered, achieved_rate=achieved,
                    duration_s=max(duration, 0.0), interrupted=interrupted,
-                   start_s=t0, unsent=n - k, scheduled=n, spec=spec)
+                   start_s=t0, unsent=n - k, scheduled=n, spec=spec, clock_origin=start)
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:

@@ -19,6 +19,7 @@ Usage::
     ax = plotting.plot_timeline(traces.spans, tasks=traces.tasks)
     fig = plotting.dashboard(traces.tasks, traces.spans, traces.sessions)
     fig = plotting.load_sweep_figure(sweep_df, run.frame)   # open-loop load sweeps
+    fig = plotting.conversation_figure(crun.turns)          # TTFT by turn, vs cache hits
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .charts import (
     save_plot,
     throughput_window,
 )
+from .conversations import conversation_figure, plot_ttft_by_turn, plot_ttft_vs_cache_hit
 from .load import (
     load_sweep_figure,
     plot_achieved_rate,
@@ -48,6 +50,7 @@ __all__ = [
     "QUEUED_COLOR",
     "STATUS_COLORS",
     "color_of_phase",
+    "conversation_figure",
     "dashboard",
     "load_sweep_figure",
     "plot_achieved_rate",
@@ -60,6 +63,8 @@ __all__ = [
     "plot_server_load",
     "plot_throughput",
     "plot_timeline",
+    "plot_ttft_by_turn",
+    "plot_ttft_vs_cache_hit",
     "save_plot",
     "throughput_window",
     "timeline_figure",

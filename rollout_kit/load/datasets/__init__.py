@@ -14,6 +14,15 @@ Every loader returns ``list[LoadRequest]``::
     read_areal_sessions("sessions-r0.jsonl", areal_dump="log")   an AReaL run, the same
     load_dataset("random", num=100, input_len=64)   by ``vllm bench serve --dataset-name``
 
+Conversation datasets return ``list[Conversation]`` (turns sent one after another, a think
+time apart; run them with :func:`rollout_kit.load.run_conversations_async`)::
+
+    synthetic_conversations(50, turns=4, input_len=128, output_len=64,
+                            system_prompt_len=256, think_time="exponential:2")
+    read_sharegpt_conversations("sharegpt.json", num=100, min_turns=2)
+    read_multiturn_json("sharegpt_conv_128.json")   vLLM's benchmarks/multi_turn input
+    read_agent_trace("agent.jsonl", time_scale=0.5)  Mooncake-style agent sessions
+
 Lengths are tokens. Synthetic, shared-prefix and trace prompts are **token ids** drawn from a
 vocabulary without its special ids, so ``prompt_len`` is exact on the server (no re-encoding);
 they ask for exactly ``output_len`` tokens (``ignore_eos``), as ``vllm bench serve`` forces for
@@ -28,13 +37,21 @@ and the 1-based line (or entry) number.
 Modules: :mod:`.request` (:class:`LoadRequest`), :mod:`.text` (JSONL, ShareGPT),
 :mod:`.synthetic` (random lengths, shared prefixes), :mod:`.traces` (Mooncake replay),
 :mod:`.recorded` (a recorded run replayed as load: this project's traces, AReaL's session
-trace), :mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they share: errors,
-checks, files, the tokenizer and the default vocabulary).
+trace), :mod:`.conversation` (:class:`Conversation`, :class:`ThinkTime`), :mod:`.multiturn`
+(the conversation datasets), :mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they
+share: errors, checks, files, the tokenizer and the default vocabulary).
 """
 
 from __future__ import annotations
 
 from .by_name import DATASET_NAMES, load_dataset
+from .conversation import Conversation, ConversationTurn, ThinkTime, with_think_time
+from .multiturn import (
+    read_agent_trace,
+    read_multiturn_json,
+    read_sharegpt_conversations,
+    synthetic_conversations,
+)
 from .recorded import RecordedPrompts, SkippedTasksWarning, from_traces, read_areal_sessions
 from .request import LoadRequest
 from .synthetic import Distribution, shared_prefix, synthetic
@@ -42,17 +59,25 @@ from .text import read_jsonl, read_sharegpt
 from .traces import read_mooncake
 
 __all__ = [
+    "Conversation",
+    "ConversationTurn",
     "DATASET_NAMES",
     "Distribution",
-    "LoadRequest",
-    "RecordedPrompts",
-    "SkippedTasksWarning",
     "from_traces",
     "load_dataset",
+    "LoadRequest",
+    "read_agent_trace",
     "read_areal_sessions",
     "read_jsonl",
     "read_mooncake",
+    "read_multiturn_json",
     "read_sharegpt",
+    "read_sharegpt_conversations",
+    "RecordedPrompts",
     "shared_prefix",
+    "SkippedTasksWarning",
     "synthetic",
+    "synthetic_conversations",
+    "ThinkTime",
+    "with_think_time",
 ]

@@ -15,6 +15,12 @@ from typing import Any
 
 from ..tokenize import TextTokenizer
 from ._common import SPECIAL_IDS, VOCAB_SIZE, fail, positive
+from .multiturn import (
+    read_agent_trace,
+    read_multiturn_json,
+    read_sharegpt_conversations,
+    synthetic_conversations,
+)
 from .request import LoadRequest
 from .synthetic import shared_prefix, synthetic
 from .text import read_jsonl, read_sharegpt
@@ -52,7 +58,7 @@ def _prefix_repetition(num: int | None = None, *, num_prefixes: int = 10,
                          special_ids=special_ids, tokenizer=tokenizer)
 
 
-_BY_NAME: dict[str, tuple[Callable[..., list[LoadRequest]], bool]] = {
+_BY_NAME: dict[str, tuple[Callable[..., list[Any]], bool]] = {
     # name -> (loader, takes a path)
     "random": (_random, False),
     "synthetic": (synthetic, False),
@@ -63,6 +69,10 @@ _BY_NAME: dict[str, tuple[Callable[..., list[LoadRequest]], bool]] = {
     "custom": (read_jsonl, True),
     "mooncake": (read_mooncake, True),
     "trace": (read_mooncake, True),
+    "sharegpt_multiturn": (read_sharegpt_conversations, True),
+    "multi_turn": (read_multiturn_json, True),
+    "synthetic_multiturn": (synthetic_conversations, False),
+    "agent_trace": (read_agent_trace, True),
 }
 
 #: the names :func:`load_dataset` knows (``vllm bench serve --dataset-name`` where shared)
@@ -85,7 +95,7 @@ def dataset_takes_path(name: str) -> bool:
     return _BY_NAME[_key(name)][1]
 
 
-def load_dataset(name: str, path: str | Path | None = None, **options: Any) -> list[LoadRequest]:
+def load_dataset(name: str, path: str | Path | None = None, **options: Any) -> list[Any]:
     """A dataset by ``vllm bench serve``'s ``--dataset-name``.
 
     ``"random"`` (uniform lengths with ``range_ratio``; defaults ``input_len=1024``,
@@ -94,6 +104,10 @@ def load_dataset(name: str, path: str | Path | None = None, **options: Any) -> l
     256-token suffixes, 128 output tokens), ``"shared_prefix"`` (:func:`shared_prefix`),
     ``"sharegpt"``, ``"jsonl"`` / ``"custom"``, ``"mooncake"`` / ``"trace"`` (files at
     ``path``). ``options`` go to the loader (``num``, ``seed``, lengths, ``tokenizer``…).
+    These return ``list[LoadRequest]``; the conversation datasets return
+    ``list[Conversation]`` (:mod:`.multiturn`): ``"sharegpt_multiturn"``, ``"multi_turn"``
+    (vLLM's ``benchmarks/multi_turn`` JSON), ``"synthetic_multiturn"`` and
+    ``"agent_trace"``.
 
     Raises:
         DatasetError: an unknown name or option, a missing or needless path, bad input.

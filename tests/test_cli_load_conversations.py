@@ -1,0 +1,74 @@
+"""``rollout-kit load`` with conversations: vllm bench serve's chat backend and endpoint names,
+the multi-turn options, the conversation summary and result keys, bad options as one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rollout_kit.cli import main
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = ["--sim", "--sim-time-scale", "0.02", "--disable-tqdm", "--random-input-len", "64",
+        "--random-output-len", "4"]
+
+
+def test_chat_backend_runs_conversations_and_saves_their_keys(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["load", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+               "--multi-turn", "--num-turns", "3", "--think-time", "uniform:0.005,0.01",
+               "--system-prompt-len", "32", "--num-prompts", "10", "--request-rate", "50",
+               "--goodput", "ttft:10000", "--save-result", "--result-dir", str(tmp_path),
+               "--result-filename", "c.json", *FAST])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Successful requests:                     30" in out  # every turn a request
+    assert "Successful conversations:                10" in out
+    assert "Cache hit ratio, later turns:" in out
+    res = json.loads((tmp_path / "c.json").read_text())
+    assert res["backend"] == "openai-chat" and res["completed"] == 30
+    assert res["completed_conversations"] == 10 and res["turns_per_conversation"] == 3
+    assert res["conversation_goodput"] > 0 and res["cache_hit_ratio"] > 0
+    assert res["offered_rate"] == pytest.approx(50.0)
+    assert len(res["latencies"]) == 30
+
+
+def test_chat_backend_alone_sends_one_turn_conversations(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["load", "--backend", "vllm-chat", "--num-prompts", "5", *FAST])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Successful conversations:                5" in out
+    assert "Turns per conversation:                  1.00" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--backend", "vllm", "--endpoint", "/v1/chat/completions"],
+     "--backend vllm serves /v1/completions (the chat API: --backend openai-chat)"),
+    (["--backend", "vllm", "--multi-turn"], "which --backend vllm does not speak"),
+    (["--backend", "openai-chat", "--think-time", "uniform:-1,2"], "negative"),
+    (["--backend", "openai-chat", "--num-turns", "0"], "--num-turns must be >= 1"),
+    (["--backend", "vllm", "--think-time", "1"], "--think-time applies to conversations"),
+    (["--backend", "openai-chat", "--sweep", "1,2"], "takes one --request-rate"),
+    (["--backend", "openai-chat", "--dataset-name", "prefix_repetition"],
+     "has no conversations"),
+])
+def test_bad_conversation_options_are_one_line(argv: list[str], message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["load", *argv, *FAST])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("rollout-kit: error: ") and err.count("\n") == 1, err
+    assert message in err, err
+
+
+def test_help_documents_the_conversation_options(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    out = capsys.readouterr().out
+    for opt in ("--endpoint", "--multi-turn", "--num-turns", "--think-time",
+                "--system-prompt-len", "openai-chat"):
+        assert opt in out
