@@ -1,7 +1,6 @@
 """The controller: one id counter, one tracer, one result owner over its workers.
 
-:class:`RolloutController` is the facade (:mod:`.controller`: the calls on submitted tasks,
-over :mod:`.core`: its construction, lifecycle and ``submit``); :class:`~.results.ResultBook`
+:class:`RolloutController` is the facade (:mod:`.controller`); :class:`~.results.ResultBook`
 owns results; :mod:`.batching` holds ``rollout_batch`` / ``prepare_batch``.
 """
 
