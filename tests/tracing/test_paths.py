@@ -22,7 +22,7 @@ import pytest
 
 from rollout_kit.tracing import Tracer, helpers, live, load_traces, scopes, session_event
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.tracer import core, live_calls
+from rollout_kit.tracing import tracer as core
 
 SEC = 10**9
 
@@ -56,7 +56,7 @@ class _Proxy:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    for mod in (core, live_calls, live, scopes, helpers):
+    for mod in (core, live, scopes, helpers):
         monkeypatch.setattr(mod, "perf_counter_ns", c.perf_counter_ns)
     monkeypatch.setattr(core, "time", _Proxy(time, time=c.time))
     return c

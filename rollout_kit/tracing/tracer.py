@@ -1,7 +1,35 @@
-"""The :class:`Tracer`: its epoch, its columnar store and what commits into it (a task's
-registration, lifecycle marks and finalization), the frames built from it, and the trace
-file (flushing, draining, ingesting, compacting); the calls on the live table alone are
-:class:`~.live_calls.LiveCalls`."""
+"""The tracer: task lifecycle marks, sessions, phase spans and attributes, kept cheaply.
+
+Usage::
+
+    tr = Tracer(path="traces.jsonl")
+    tr.register_task(0)                      # the caller owns the id; submit mark now
+    with tr.task_scope(0):                   # the executor runs a workflow in task_context(0)
+        tr.mark(0, "start")
+        async with tr.session() as sid:      # one generated sample
+            async with tr.phase("generate"):
+                ...
+            tr.increment(prompt_tokens=12, completion_tokens=30)
+    tr.finalize(0, "accepted")
+    tr.tasks_df()
+
+Live state (tasks not yet finalized, their sessions, open phases) lives in the tracer's
+:class:`~rollout_kit.tracing.live.LiveTable` (``tracer.live``), which the scopes use too;
+``finalize`` moves a task with its sessions and spans into the columnar
+:class:`~rollout_kit.tracing.store.Store` and drops the live objects, so memory per finished
+session is a few hundred bytes and nothing grows per finished task except the records and a
+one-bit-per-id "seen" bitmap.
+
+Error behaviour (all from :mod:`rollout_kit.errors`):
+
+- invalid task id → ``InvalidTaskIdError``; registering a live or already finalized id
+  → ``DuplicateTaskIdError``; an id never registered → ``UnknownTaskIdError``;
+- unknown status or lifecycle event, non-scalar or reserved attribute → ``ConfigError``
+  (raised at the call, so nothing invalid is ever stored);
+- finalizing twice, a phase or annotation for an unknown/finished session, ending a phase
+  that was never started or already ended → ``TraceStateError``;
+- a mark (e.g. ``consume``) for an already finalized task is recorded, not an error.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +37,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextvars import Context
 from pathlib import Path
 from time import perf_counter_ns
 from types import TracebackType
@@ -16,20 +45,25 @@ from typing import Any
 
 import pandas as pd
 
-from ...errors import ConfigError, TraceSchemaError, UnknownTaskIdError, truncate
-from ...ids import validate_task_id
-from .. import context as ctx
-from .. import schema as S
-from ..codes import EVENT_CODES, PENDING, STATUS_CODES
-from ..dumps import TrajectoryDump
-from ..frames import Traces, build_server_metrics, build_traces
-from ..live import LiveTable
-from ..parquet import read_info, write_snapshot
-from ..persist import append_records, compact_trace, parquet_path, source_info
-from ..store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs
-from .live_calls import TASK_RESERVED, LiveCalls
+from ..errors import ConfigError, TraceSchemaError, TraceStateError, UnknownTaskIdError, truncate
+from ..ids import validate_task_id
+from . import context as ctx
+from . import schema as S
+from .codes import EVENT_CODES, PENDING, STATUS_CODES
+from .dumps import TrajectoryDump
+from .frames import Traces, build_server_metrics, build_traces
+from .live import ENDED, NEW, OPEN, LiveSession, LiveTable
+from .parquet import read_info, write_snapshot
+from .persist import append_records, compact_trace, parquet_path, source_info
+from .scopes import PhaseScope, SessionScope, TaskScope
+from .starts import TaskStarts
+from .store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
-__all__ = ["MAX_ERROR_CHARS", "Tracer", "current_tracer"]
+__all__ = ["MAX_ERROR_CHARS", "SESSION_RESERVED", "TASK_RESERVED", "Tracer", "current_tracer"]
+TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
+SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
+                               S.TOTAL_S})
+
 
 MAX_ERROR_CHARS = 2000
 #: server metrics rows that, unwritten, make :meth:`Tracer.record_server_metrics` flush
@@ -44,7 +78,7 @@ def current_tracer() -> Tracer | None:
     return tr if isinstance(tr, Tracer) else None
 
 
-class Tracer(LiveCalls):
+class Tracer:
     """Records task lifecycles, sessions and phase spans; builds DataFrames; writes JSONL.
 
     Args:
@@ -311,6 +345,190 @@ class Tracer(LiveCalls):
         rec = buf.record(self.epoch_ns, self._metrics_cursor)
         self._metrics_cursor = len(buf)
         return rec
+
+    # -- the live table: annotations, sessions, phases and their scopes -----------------
+    def annotate_task(self, task_id: int | None = None, **attrs: AttrValue) -> None:
+        """Set attributes of a live task (the current task when ``task_id`` is None).
+
+        Raises:
+            UnknownTaskIdError: the task is not live; TraceStateError: no current task.
+        """
+        if not self.enabled or not attrs:
+            return
+        check_attrs(attrs, TASK_RESERVED)
+        if task_id is None:
+            task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
+            if task_id is None:
+                raise TraceStateError("annotate_task(): no task_id given and no current task")
+        live = self.live
+        with live.lock:
+            t = live.tasks.get(task_id)
+            if t is None:
+                raise live.not_live(task_id, "annotate_task")
+            if t.attrs is None:
+                t.attrs = {}
+            t.attrs.update(attrs)
+
+    def task_scope(self, task_id: int) -> TaskScope:
+        """Context manager making ``task_id`` (and this tracer) current; restores on exit.
+
+        Usable with ``with`` and ``async with``: phases, sessions and the module-level
+        helpers inside find the task (the executor gives each workflow run a
+        :meth:`task_context` instead).
+
+        Raises:
+            UnknownTaskIdError: the task is not registered (TraceStateError if finalized).
+        """
+        return TaskScope(self, task_id)
+
+    def task_context(self, task_id: int) -> Context:
+        """A new context in which ``task_id`` and this tracer are current (what
+        :meth:`task_scope` makes current), for ``loop.create_task(coro, context=...)``.
+
+        Nothing in it needs restoring: it ends with its asyncio task. Making it is cheaper
+        than entering and leaving a task scope; the executor's
+        :meth:`task_starts` copies a kept template instead (kept by the caller: kept here,
+        the template would hold the tracer in a cycle).
+
+        Raises:
+            UnknownTaskIdError: the task is not registered (TraceStateError if finalized).
+        """
+        if self.enabled and task_id not in self.live.tasks:
+            raise self.live.not_live(task_id, "task_context")
+        context = Context()
+        context.run(ctx.TRACER.set, self)
+        context.run(ctx.TASK.set, task_id)
+        return context
+
+    def task_starts(self) -> TaskStarts:
+        """The ``dispatch`` / ``start`` marks and task contexts of this tracer's tasks in
+        one object, for the caller that starts tasks to keep (the executor keeps one): see
+        :class:`~rollout_kit.tracing.starts.TaskStarts`."""
+        return TaskStarts(self)
+
+    # -- sessions -------------------------------------------------------------------------
+    def register_session(self, task_id: int | None = None) -> int:
+        """Start a session of ``task_id`` (the current task when None); return its id.
+
+        Session ids count 0, 1, 2, … per tracer.
+
+        Raises:
+            TraceStateError: no task given and none current; UnknownTaskIdError: not live.
+        """
+        if not self.enabled:
+            return self.live.next_session_id()
+        if task_id is None:
+            task_id = ctx.TASK.get() if ctx.TRACER.get() is self else None
+            if task_id is None:
+                raise TraceStateError("register_session(): no task_id and no current task")
+        return self.live.new_session(task_id).session_id
+
+    def end_session(self, session_id: int, status: str | None = None) -> None:
+        """End a session registered with :meth:`register_session` (optionally set status).
+
+        Raises:
+            TraceStateError: unknown or finished session, or already ended.
+            ConfigError: unknown status.
+        """
+        if not self.enabled:
+            return
+        code = None if status is None else STATUS_CODES.get(status)
+        if status is not None and not code:
+            raise ConfigError(f"unknown session status {status!r}")
+        now = perf_counter_ns()
+        with self.live.lock:
+            s = self._session(session_id, "end_session")
+            if s.end is not None:
+                raise TraceStateError(f"session {session_id} already ended")
+            s.end = now
+            if code is not None:
+                s.status = code
+
+    def session(self, task_id: int | None = None) -> SessionScope:
+        """Context manager / decorator: a new session of ``task_id`` (current task if None).
+
+        ``with`` and ``async with`` both work; the value is the session id. It becomes the
+        current session (and the task the current task) until exit, when the previous
+        values are restored; an exception marks the session ``failed`` (``cancelled`` for
+        ``asyncio.CancelledError``).
+        """
+        return SessionScope(self, task_id, strict=True)
+
+    def _session(self, session_id: int | None, what: str) -> LiveSession:
+        """The live session ``session_id`` or the current one (caller holds the lock)."""
+        if session_id is None:
+            session_id = ctx.SESSION.get() if ctx.TRACER.get() is self else None
+            if session_id is None:
+                raise TraceStateError(f"{what}(): no session_id given and no current session")
+        return self.live.session(session_id, what)
+
+    def annotate(self, session_id: int | None = None, **attrs: AttrValue) -> None:
+        """Set attributes of a session (current session when None), e.g. ``server=...``.
+
+        Values must be None, bool, int (64-bit), float or str — anything else raises
+        ``ConfigError`` here, so a record can always be written.
+
+        Raises:
+            ConfigError: bad value or reserved name; TraceStateError: no such live session.
+        """
+        if not self.enabled or not attrs:
+            return
+        check_attrs(attrs, SESSION_RESERVED)
+        lock = self.live.lock
+        lock.acquire()
+        try:
+            self._session(session_id, "annotate").annotate(attrs)
+        finally:
+            lock.release()
+
+    def increment(self, session_id: int | None = None, **counts: int | float) -> None:
+        """Add to numeric session attributes, e.g. ``prompt_tokens=12, retries=1``.
+
+        Raises:
+            ConfigError: a non-numeric value; TraceStateError: no such live session.
+        """
+        if not self.enabled or not counts:
+            return
+        check_counts(counts, SESSION_RESERVED)
+        lock = self.live.lock
+        lock.acquire()
+        try:
+            self._session(session_id, "increment").increment(counts)
+        finally:
+            lock.release()
+
+    # -- phases ---------------------------------------------------------------------------
+    def phase(self, name: str, session_id: int | None = None) -> PhaseScope:
+        """A span of phase ``name``: ``with``/``async with`` context manager or decorator.
+
+        Attaches to ``session_id``, else the current session, else the current task
+        (session NA); with neither it records nothing. Unregistered names are registered
+        with a palette colour. An exception inside flags the span ``raised``.
+        """
+        return PhaseScope(self, name, session_id)
+
+    def begin_phase(self, name: str, session_id: int | None = None) -> PhaseScope:
+        """Open a span now and return its handle for :meth:`end_phase`."""
+        return self.phase(name, session_id).__enter__()
+
+    def end_phase(self, handle: PhaseScope) -> None:
+        """Close a span opened by :meth:`begin_phase`.
+
+        A span already closed by ``finalize`` is left alone.
+
+        Raises:
+            TraceStateError: the handle was never started or was already ended.
+        """
+        if not isinstance(handle, PhaseScope):
+            raise TraceStateError(f"end_phase() needs a handle from begin_phase(), got "
+                                  f"{handle!r}")
+        state = handle.state
+        if state == NEW:
+            raise TraceStateError(f"phase {handle.name!r} was never started")
+        if state == ENDED:
+            raise TraceStateError(f"phase {handle.name!r} was already ended")
+        if state == OPEN:
+            handle.__exit__(None, None, None)
 
     # -- frames ---------------------------------------------------------------------------
     def frames(self) -> Traces:
