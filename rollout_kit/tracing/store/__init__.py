@@ -51,13 +51,12 @@ for some. Readers take both forms: task and mark records (schema 1 files, what
 The package: :mod:`.attrs` (attribute values and their checks), :mod:`.idset` (the
 finished-ids bitmap), :mod:`.snapshot` (the numpy copy the frames are built from),
 :mod:`.layout` (the format's names, the row strides, the sparse column), :mod:`.buffers`
-(the rows and their writing), :mod:`.records` (rows out as records) and :mod:`.ingest`
-(records back in); :class:`Store` is the buffers with both.
+(the rows and their writing), :mod:`.metrics` (the server metrics rows) and :mod:`.store`
+(:class:`Store`: the buffers with their rows out as records and records back in).
 """
 
 from .attrs import AttrValue, check_attrs, check_counts
 from .idset import IdSet
-from .ingest import RecordReader
 from .layout import (
     COLUMNS,
     FLAG_CLOSED_AT_FINALIZE,
@@ -68,8 +67,8 @@ from .layout import (
     SessionRow,
     SpanRow,
 )
-from .records import RecordWriter
 from .snapshot import AttrValues, Snapshot
+from .store import Store
 
 __all__ = [
     "COLUMNS",
@@ -88,9 +87,3 @@ __all__ = [
     "check_attrs",
     "check_counts",
 ]
-
-
-class Store(RecordWriter, RecordReader):
-    """Columnar buffers of committed tasks, sessions, spans, session events and late marks
-    (:class:`~.buffers.Buffers`), written out as records (:class:`~.records.RecordWriter`)
-    and read back from them (:class:`~.ingest.RecordReader`)."""
