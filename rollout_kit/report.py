@@ -23,7 +23,8 @@ from .errors import ConfigError
 from .tracing import Traces
 from .tracing.chrome import to_chrome_trace
 
-__all__ = ["CHROME_FILE", "PLOT_FILES", "export_frames", "write_chrome_trace", "write_report"]
+__all__ = ["CHROME_FILE", "PLOT_FILES", "REPORT_LANES", "SERVER_STATE_FILE", "export_frames",
+           "write_chrome_trace", "write_report"]
 
 
 def _no_bar(progress: bool | None) -> bool | None:
@@ -33,6 +34,12 @@ def _no_bar(progress: bool | None) -> bool | None:
 CHROME_FILE = "trace.chrome.json"
 PLOT_FILES = ("timeline.png", "latency_hist.png", "latency_scatter.png", "throughput.png",
               "concurrency.png", "server_load.png", "dashboard.png")
+#: the timeline with the servers' state in lanes under it: written only when the traces
+#: hold server metrics (``Traces.server_metrics``; a run with ``scrape_interval`` set)
+SERVER_STATE_FILE = "server_state.png"
+#: the lanes of :data:`SERVER_STATE_FILE`, top to bottom, those the servers exposed
+REPORT_LANES = ("waiting", "running", "kv_cache_usage", "preemptions_per_s",
+                "prefix_cache_hit_rate", "generation_tokens_per_s")
 _FRAMES = ("tasks", "sessions", "spans")
 
 
@@ -69,6 +76,10 @@ def export_frames(traces: Traces, out: str | Path, *, parquet: bool = True) -> l
 def write_report(traces: Traces, out: str | Path, *, force: bool = False,
                  window: float | None = None, progress: bool | None = None) -> list[Path]:
     """Write summary tables, frames, PNG plots and a Chrome trace into ``out``.
+
+    The plots are :data:`PLOT_FILES`, plus :data:`SERVER_STATE_FILE` (the timeline with
+    lanes of the servers' queue, KV cache, preemptions, prefix-cache hits and throughput)
+    when the traces hold server metrics.
 
     Args:
         traces: the loaded traces.
@@ -122,6 +133,14 @@ def write_report(traces: Traces, out: str | Path, *, force: bool = False,
         ("dashboard", plot(plotting.dashboard, "dashboard.png", t, sp, se, window=window)),
         ("chrome", chrome),
     ]
+    metrics = getattr(traces, "server_metrics", None)
+    if metrics is not None and len(metrics):
+        found = set(analysis.server_series(metrics)["series"].astype(str))
+        lanes = [x for x in REPORT_LANES if x in found]
+        if lanes:
+            steps.insert(-1, ("server_state", plot(
+                plotting.plot_timeline, SERVER_STATE_FILE, sp, tasks=t, server_metrics=metrics,
+                lanes=lanes, figsize=(12.0, 6.0 + 1.0 * len(lanes)))))
     with tqdm(steps, desc="report", unit="step", disable=_no_bar(progress)) as bar:
         for name, step in bar:
             bar.set_postfix_str(name)

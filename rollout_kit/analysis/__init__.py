@@ -19,8 +19,9 @@ The package: :mod:`.summaries` (``summary``, ``compare``), :mod:`.over_time`
 (``throughput``, ``concurrency``), :mod:`.groups` (``by_server``, ``by_phase``,
 ``slowest``), :mod:`.agents` (``turns``, ``drift_table``, ``group_tail``,
 ``slowest_split``: the per-turn views of agent rollouts) and :mod:`.server`
-(``server_series``: the servers' state over time, from the scraped metrics), over
-:mod:`.common` (the column checks, the phase names, the percentiles).
+(``server_series``: the servers' state over time, from the scraped metrics), with
+:mod:`.slow` (``why_slow``: a task's time part by part beside the server's state) above
+them, over :mod:`.common` (the column checks, the phase names, the percentiles).
 """
 
 from .agents import drift_table, group_tail, slowest_split, turns
@@ -28,12 +29,14 @@ from .common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_c
 from .groups import by_phase, by_server, slowest
 from .over_time import concurrency, throughput
 from .server import SERIES_COLUMNS, server_series
+from .slow import WHY_COLUMNS, why_slow
 from .summaries import Summary, compare, summary
 
 __all__ = [
     "LATENCY_STATS",
     "PERCENTILES",
     "SERIES_COLUMNS",
+    "WHY_COLUMNS",
     "Summary",
     "by_phase",
     "by_server",
@@ -50,4 +53,5 @@ __all__ = [
     "summary",
     "throughput",
     "turns",
+    "why_slow",
 ]

@@ -17,13 +17,17 @@ saturated:
 
 One row per level: ``level, offered_rate, achieved_rate, max_concurrency`` then every metric
 of :meth:`LoadRun.metrics` (vllm key names; ``failure_reasons`` as a dict), ``error_rate,
-saturated, stop_reason``.
+saturated, stop_reason``, and ``start_ts`` / ``end_ts``: when the level began and ended on
+the trace clock (the clock of the controller's traces and of its server metrics frame, so
+``load_sweep_figure(..., server_metrics=ctl.server_metrics())`` draws each level's server
+state).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -173,8 +177,10 @@ async def sweep_async(controller: RolloutController, requests: Sequence[Any], *,
     rows: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for level, spec in zip(levels, specs, strict=True):
+        start_ts = _trace_now(controller)
         run = await run_load_async(controller, requests, spec, workflow=workflow,
                                    gconfig=gconfig, progress=progress)
+        end_ts = _trace_now(controller)
         if runs is not None:
             runs.append(run)
         m = run.metrics(goodput=slos or None, percentiles=percentiles)
@@ -185,11 +191,20 @@ async def sweep_async(controller: RolloutController, requests: Sequence[Any], *,
         row.update({k: v for k, v in m.items() if k not in row})
         row["saturated"] = reason is not None and not run.interrupted
         row["stop_reason"] = reason
+        row["start_ts"], row["end_ts"] = start_ts, end_ts
         rows.append(row)
         if reason is not None:
             break
         previous = m
     return pd.DataFrame(rows)
+
+
+def _trace_now(controller: Any) -> float:
+    """Now in seconds on the controller's trace clock (that of its frames); NaN without a
+    tracer."""
+    tracer = getattr(controller, "tracer", None)
+    epoch = getattr(tracer, "epoch_ns", None)
+    return (time.perf_counter_ns() - epoch) / 1e9 if isinstance(epoch, int) else math.nan
 
 
 def sweep(controller: RolloutController, requests: Sequence[Any], **kwargs: Any) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,7 +84,7 @@ class ProgressView:
         self.timeline = widgets.Output()
         self.snapshot = ProgressSnapshot()
         self.last_table: pd.DataFrame = pd.DataFrame()
-        self._drawn_key: tuple[int, int] | None = None
+        self._drawn_key: tuple[int, int, int] | None = None
         children = [self.bar, self.counts, self.table]
         if show_timeline:
             children.append(self.timeline)
@@ -92,9 +92,12 @@ class ProgressView:
 
     def update(self, snapshot: ProgressSnapshot, table: pd.DataFrame,
                spans: pd.DataFrame | None = None, tasks: pd.DataFrame | None = None, *,
-               draw: bool = True) -> None:
+               draw: bool = True, server_metrics: pd.DataFrame | None = None,
+               lanes: Sequence[str] = ()) -> None:
         """Render ``snapshot`` and ``table``; redraw the timeline (when ``draw``) if the data
-        changed. Drawing costs tens of ms on the loop, so callbacks pass ``draw=False``."""
+        changed. Drawing costs tens of ms on the loop, so callbacks pass ``draw=False``.
+        With ``server_metrics`` and ``lanes``, the timeline has lanes of the servers'
+        state under it (``plot_timeline(..., server_metrics=, lanes=)``)."""
         self.snapshot = snapshot
         self.counts.value = snapshot.summary()
         self.bar.max = max(snapshot.submitted, 1)
@@ -106,20 +109,27 @@ class ProgressView:
             self.last_table = shown
             _replace_output(self.table, shown)
         if draw and self.show_timeline and spans is not None and tasks is not None:
-            key = (snapshot.done, len(spans))
+            n_metrics = len(server_metrics) if server_metrics is not None and lanes else 0
+            key = (snapshot.done, len(spans), n_metrics)
             if key != self._drawn_key and len(spans):
                 self._drawn_key = key
-                self._draw_timeline(spans, tasks)
+                self._draw_timeline(spans, tasks, server_metrics if n_metrics else None,
+                                    lanes)
 
-    def _draw_timeline(self, spans: pd.DataFrame, tasks: pd.DataFrame) -> None:
+    def _draw_timeline(self, spans: pd.DataFrame, tasks: pd.DataFrame,
+                       server_metrics: pd.DataFrame | None = None,
+                       lanes: Sequence[str] = ()) -> None:
         from IPython.display import Image
 
         from ..plotting import timeline_figure
 
+        extra: dict[str, Any] = ({"server_metrics": server_metrics, "lanes": tuple(lanes)}
+                                 if server_metrics is not None else {})
         # a PNG, not the Figure: IPython renders a Figure only when pyplot's inline backend
         # has registered its formatters, which a background refresh cannot count on
         buf = io.BytesIO()
-        timeline_figure(spans, tasks=tasks).savefig(buf, format="png", dpi=80, bbox_inches="tight")
+        timeline_figure(spans, tasks=tasks, **extra).savefig(buf, format="png", dpi=80,
+                                                             bbox_inches="tight")
         image = Image(data=buf.getvalue(), format="png")  # type: ignore[no-untyped-call]
         _replace_output(self.timeline, image)
 

@@ -20,6 +20,9 @@ Usage::
     fig = plotting.dashboard(traces.tasks, traces.spans, traces.sessions)
     fig = plotting.load_sweep_figure(sweep_df, run.frame)   # open-loop load sweeps
     fig = plotting.conversation_figure(crun.turns)          # TTFT by turn, vs cache hits
+    ax = plotting.plot_timeline(traces.spans, tasks=traces.tasks,
+                                server_metrics=traces.server_metrics)  # + server lanes
+    plotting.plot_why_slow(analysis.why_slow(traces))       # the slowest tasks, part by part
 """
 
 from __future__ import annotations
@@ -43,15 +46,24 @@ from .load import (
     plot_latency_vs_throughput,
     plot_send_lag,
 )
+from .server import (
+    attach_lanes,
+    lane_layout,
+    plot_server_lanes,
+    plot_why_slow,
+    why_slow_figure,
+)
 from .timeline import plot_timeline, timeline_figure
 
 __all__ = [
     "IDLE_COLOR",
     "QUEUED_COLOR",
     "STATUS_COLORS",
+    "attach_lanes",
     "color_of_phase",
     "conversation_figure",
     "dashboard",
+    "lane_layout",
     "load_sweep_figure",
     "plot_achieved_rate",
     "plot_concurrency",
@@ -60,12 +72,15 @@ __all__ = [
     "plot_latency_scatter",
     "plot_latency_vs_throughput",
     "plot_send_lag",
+    "plot_server_lanes",
     "plot_server_load",
     "plot_throughput",
     "plot_timeline",
     "plot_ttft_by_turn",
     "plot_ttft_vs_cache_hit",
+    "plot_why_slow",
     "save_plot",
     "throughput_window",
     "timeline_figure",
+    "why_slow_figure",
 ]

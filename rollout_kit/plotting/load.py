@@ -6,7 +6,11 @@ Two inputs:
   ``offered_rate``, ``achieved_rate``, ``request_throughput``, ``request_goodput``,
   ``median_/p99_{ttft,tpot,itl,e2el}_ms``, ``saturated`` …;
 * a run's **per-request frame** (``LoadRun.frame``): ``scheduled_s``, ``sent_s``,
-  ``send_lag_s``, ``status``, ``warmup`` ….
+  ``send_lag_s``, ``status``, ``warmup`` …;
+* optionally the controller's **server metrics frame** (``ctl.server_metrics()``, a
+  controller with ``scrape_interval=``): the servers' running / waiting requests and KV
+  cache usage during each level (the sweep frame's ``start_ts`` / ``end_ts``), one small
+  panel per level (:func:`plot_level_server_state`).
 
 Every ``plot_*`` takes the frame plus ``ax=None`` and returns the ``Axes``; each drawn line
 has a ``gid`` (``"knee:p99_ttft_ms"``, ``"goodput"``, ``"achieved"``, ``"ideal"``,
@@ -32,10 +36,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..tracing import schema as S
 from ._common import _F64, STATUS_COLORS, _axes, _check_choice, _floats, _no_data
+from .server import lane_layout
 
 __all__ = ["load_sweep_figure", "plot_achieved_rate", "plot_goodput",
-           "plot_latency_vs_throughput", "plot_send_lag"]
+           "plot_latency_vs_throughput", "plot_level_server_state", "plot_send_lag"]
 
 SATURATED_COLOR = "#dc2626"
 IDEAL_COLOR = "#9ca3af"
@@ -269,26 +275,121 @@ def plot_send_lag(frame: pd.DataFrame, *, kind: Literal["hist", "time"] = "hist"
     return ax
 
 
+_LEVEL_COLORS = {"running": "#2563eb", "waiting": "#ea580c", "kv_cache_usage": "#6b7280"}
+
+
+def _level_windows(sweep: pd.DataFrame) -> list[tuple[Any, float, float, bool]]:
+    """(level, start_ts, end_ts, saturated) of the sweep's rows with a known window."""
+    if not {"start_ts", "end_ts"} <= set(sweep.columns) or sweep.empty:
+        return []
+    lo, hi = _floats(sweep["start_ts"]), _floats(sweep["end_ts"])
+    sat = (sweep["saturated"].fillna(False).astype(bool).to_numpy()
+           if "saturated" in sweep.columns else np.zeros(len(sweep), dtype=bool))
+    levels = sweep["level"].to_numpy() if "level" in sweep.columns else np.arange(len(sweep))
+    return [(levels[i], float(lo[i]), float(hi[i]), bool(sat[i])) for i in range(len(sweep))
+            if np.isfinite(lo[i]) and np.isfinite(hi[i])]
+
+
+def plot_level_server_state(sweep: pd.DataFrame, server_metrics: pd.DataFrame, *,
+                            axes: Sequence[Axes] | None = None) -> list[Axes]:
+    """The servers' state during each level of a sweep: one panel per level, running and
+    waiting requests (all servers added; left axis) and KV cache usage (servers averaged,
+    %, dashed, right axis), x in seconds since the level began.
+
+    Args:
+        sweep: the sweep frame (its ``start_ts`` / ``end_ts``: the levels' windows on the
+            trace clock).
+        server_metrics: the controller's server metrics frame.
+        axes: one Axes per level with a window (new ones in a row when omitted).
+
+    Returns:
+        The Axes; lines have gids ``"level:<i>:running"``, ``"level:<i>:waiting"``,
+        ``"level:<i>:kv_cache_usage"``.
+    """
+    windows = _level_windows(sweep)
+    if axes is None:
+        _, new = plt.subplots(1, max(len(windows), 1), squeeze=False,
+                              figsize=(3.0 * max(len(windows), 1), 2.6), layout="constrained")
+        axes = list(new[0])
+    if not windows:
+        return [_no_data(axes[0], "Server state", "no data (no level windows)")]
+    ts = _floats(server_metrics[S.TS]) if S.TS in server_metrics.columns else np.empty(0)
+    for i, (ax, (level, lo, hi, sat)) in enumerate(zip(axes, windows, strict=True)):
+        # a scrape before the window: the rates and the first step start at the window
+        part = server_metrics[(ts >= lo - 1.0) & (ts <= hi)]
+        lanes = lane_layout(part, ("running", "waiting", "kv_cache_usage"), t0=lo,
+                            max_servers=0) if len(part) else []
+        kv_ax = None
+        for lane in lanes:
+            for _, x, y in lane.lines:
+                keep = x >= -1e-9
+                if lane.series == "kv_cache_usage":
+                    kv_ax = kv_ax or ax.twinx()
+                    kv_ax.step(x[keep], y[keep], where="post", linestyle="--", linewidth=1,
+                               color=_LEVEL_COLORS[lane.series], label="KV %",
+                               gid=f"level:{i}:kv_cache_usage")
+                else:
+                    ax.step(x[keep], y[keep], where="post", linewidth=1.2,
+                            color=_LEVEL_COLORS[lane.series], label=lane.series,
+                            gid=f"level:{i}:{lane.series}")
+        if kv_ax is not None:
+            kv_ax.set_ylim(0, 100)
+            kv_ax.tick_params(axis="y", labelsize="x-small")
+            if i == len(windows) - 1:
+                kv_ax.set_ylabel("KV cache %", fontsize="small")
+        ax.set_xlim(0, max(hi - lo, 1e-3))
+        ax.set_ylim(bottom=0)
+        name = f"level {level:g}" if isinstance(level, int | float) else f"level {level}"
+        title = ax.set_title(name + (" (saturated)" if sat else ""), fontsize="small")
+        if sat:
+            title.set_color(SATURATED_COLOR)
+        ax.set_xlabel("s into level", fontsize="small")
+        ax.tick_params(labelsize="x-small")
+        if i == 0:
+            ax.set_ylabel("requests", fontsize="small")
+            if lanes:
+                ax.legend(fontsize="x-small", frameon=False, loc="upper left")
+    return list(axes)
+
+
 def load_sweep_figure(sweep: pd.DataFrame, frame: pd.DataFrame | None = None, *,
                       metric: str = "ttft", figsize: tuple[float, float] = (13.0, 8.0),
-                      pyplot: bool = True) -> Figure:
-    """One 2 × 2 figure: the knee, goodput, achieved vs offered, and send lag.
+                      pyplot: bool = True,
+                      server_metrics: pd.DataFrame | None = None) -> Figure:
+    """One 2 × 2 figure: the knee, goodput, achieved vs offered, and send lag; with
+    ``server_metrics``, a row of the servers' state per level under them.
 
     Args:
         sweep: the sweep frame.
         frame: one run's per-request frame for the send-lag panel (a "no data" panel
             when omitted).
         metric: the latency of the knee panel.
-        figsize: figure size in inches.
+        figsize: figure size in inches (of the 2 × 2 part).
         pyplot: create the figure through pyplot (inline in notebooks); ``False`` makes a
             standalone ``Figure`` (for scripts that only save it).
+        server_metrics: the controller's server metrics frame: adds
+            :func:`plot_level_server_state` (when the sweep frame has ``start_ts`` /
+            ``end_ts`` and the frame has rows).
 
     Returns:
         The Figure.
     """
-    fig = (plt.figure(figsize=figsize, layout="constrained") if pyplot
-           else Figure(figsize=figsize, layout="constrained"))
-    axes = fig.subplots(2, 2)
+    windows = (_level_windows(sweep) if server_metrics is not None and len(server_metrics)
+               else [])
+    size = (figsize[0], figsize[1] + 2.8) if windows else figsize
+    fig = (plt.figure(figsize=size, layout="constrained") if pyplot
+           else Figure(figsize=size, layout="constrained"))
+    if windows:
+        assert server_metrics is not None
+        subs = np.asarray(fig.subfigures(2, 1, height_ratios=[figsize[1], 2.8]),
+                          dtype=object).ravel()
+        top, bottom = subs[0], subs[1]
+        axes = top.subplots(2, 2)
+        row = bottom.subplots(1, len(windows), squeeze=False)[0]
+        plot_level_server_state(sweep, server_metrics, axes=list(row))
+        bottom.suptitle("servers during each level", fontsize="small")
+    else:
+        axes = fig.subplots(2, 2)
     plot_latency_vs_throughput(sweep, metric=metric, ax=axes[0, 0])
     plot_goodput(sweep, ax=axes[0, 1])
     plot_achieved_rate(sweep, ax=axes[1, 0])

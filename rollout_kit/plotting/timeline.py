@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ from ._common import (
     _tasks_frame,
     color_of_phase,
 )
+from .server import DEFAULT_LANES, attach_lanes
 
 __all__ = ["plot_timeline", "timeline_figure"]
 
@@ -275,7 +277,9 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
                   ax: Axes | None = None, labels: bool | None = None, height: float = 0.8,
                   legend: bool = True, mark_status: bool = True,
                   server_spans: pd.DataFrame | None = None,
-                  sessions: pd.DataFrame | None = None, **style: Any) -> Axes:
+                  sessions: pd.DataFrame | None = None,
+                  server_metrics: pd.DataFrame | None = None,
+                  lanes: Sequence[str] = DEFAULT_LANES, **style: Any) -> Axes:
     """The latency timeline: one row per task (or session, or agent conversation), time on x.
 
     x is seconds since the first submit. Each row shows the queue wait (submit → dispatch,
@@ -308,14 +312,21 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
             ``"timeline:server queue"`` …).
         sessions: the sessions frame, for ``by="conversation"`` (its ``conversation``
             column places each session's spans on its conversation's lane).
+        server_metrics: the server metrics frame (``Traces.server_metrics``,
+            ``RolloutController.server_metrics()``): small lanes of the servers' state
+            drawn under the timeline on the same x axis (``sharex``), one line per server
+            (:func:`~rollout_kit.plotting.server.attach_lanes`; ``ax`` must come from
+            ``add_subplot`` / ``subplots``). An empty frame draws no lanes.
+        lanes: the series of those lanes (``rollout_kit.analysis.server_series`` names),
+            top to bottom.
         **style: passed to the phase collections (``alpha``, ``edgecolor``…).
 
     Returns:
         The Axes.
 
     Raises:
-        ConfigError: an unknown ``by`` / ``color_by`` / ``sort``; ``by="conversation"``
-            without ``sessions``.
+        ConfigError: an unknown ``by`` / ``color_by`` / ``sort`` / lane;
+            ``by="conversation"`` without ``sessions``.
         TraceSchemaError: a frame lacks required columns.
     """
     _check_choice("by", by, ("task", "session", "conversation"))
@@ -399,6 +410,8 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
     if legend and handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0),
                   fontsize="small", frameon=False)
+    if server_metrics is not None and len(server_metrics) and lanes:
+        attach_lanes(ax, server_metrics, lanes, t0=t0)
     return ax
 
 
@@ -444,8 +457,13 @@ def _row_label(key: object, lane: str = "session") -> str:
 def timeline_figure(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = None,
                     width: float = 9.0, **kwargs: Any) -> Figure:
     """A standalone ``Figure`` with :func:`plot_timeline` (not registered with pyplot, so
-    nothing needs closing): for widgets and files. ``kwargs`` go to ``plot_timeline``."""
+    nothing needs closing): for widgets and files. ``kwargs`` go to ``plot_timeline``
+    (with ``server_metrics=``, the figure grows by the lanes' height)."""
     n = len(tasks) if tasks is not None else len(spans_or_tasks)
-    fig = Figure(figsize=(width, min(2 + 0.15 * n, 6)))
+    metrics = kwargs.get("server_metrics")
+    extra = (0.8 * len(kwargs.get("lanes", DEFAULT_LANES))
+             if metrics is not None and len(metrics) else 0.0)
+    fig = Figure(figsize=(width, min(2 + 0.15 * n, 6) + extra),
+                 layout="constrained" if extra else None)
     plot_timeline(spans_or_tasks, tasks=tasks, ax=fig.add_subplot(), **kwargs)
     return fig

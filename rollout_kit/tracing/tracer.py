@@ -332,11 +332,18 @@ class Tracer:
             self.flush()
         return n
 
-    def server_metrics_df(self) -> pd.DataFrame:
+    def server_metrics_df(self, start: int = 0) -> pd.DataFrame:
         """The server metrics frame alone (``Traces.server_metrics``), without building
-        the other frames."""
+        the other frames.
+
+        Args:
+            start: the first row to return: a reader that polls (a live view) passes how
+                many rows it has read so far and copies only the new ones. The rows since
+                the epoch (:meth:`reset` restarts it, and the rows with it) are in the order
+                they were recorded.
+        """
         with self.live.lock:
-            rows = self._store.server_metrics.rows()
+            rows = self._store.server_metrics.rows(start)
         return build_server_metrics(rows, self.epoch_ns)
 
     def _metrics_record(self) -> dict[str, Any] | None:
