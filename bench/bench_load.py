@@ -1,4 +1,5 @@
-"""Open-loop load: ``rollout-kit load`` side by side with ``vllm bench serve`` (issue 16).
+"""Open-loop load: ``rollout-kit load`` side by side with ``vllm bench serve`` (issue 16),
+aiperf 0.13 and guidellm 0.8.1 (issue 41; ``bench/peers.py``: their venvs and runs).
 
 Both clients run in their own processes against the same ``rollout-kit sim --api vllm``
 process, with the same dataset (``random``, 64 input / 32 output tokens, ``--ignore-eos``),
@@ -21,21 +22,32 @@ is paid once.
 2. **Highest sustained Poisson rate** (zero-latency simulator): rates doubled until a level
    is not sustained, then one geometric midpoint; a level is sustained when nothing failed
    and ``completed / (last completion − first send) ≥ 0.98 × offered``, both computed from
-   each tool's own per-request arrays (``start_times`` + ``latencies``). Target: ours ≥ 1.5×.
+   each tool's own per-request arrays (``start_times`` + ``latencies``). Target: ours ≥ 1.5×
+   the best peer's. aiperf and guidellm: a shorter ladder; aiperf judged against the lower
+   of the asked rate and its own seeded schedule's (see ``peers.PeerRun.offered``).
+2b. **Client CPU per request** (zero-latency simulator, Poisson 100 req/s): a whole run
+   ÷ its requests (start-up included; target ≤ 0.5× the best peer's) and the marginal cost
+   of a large run over a small one (information).
+2c. **Peers' agreement**: aiperf's and guidellm's median TTFT / TPOT / E2EL beside ours at
+   the agreement rate: their own summaries and the same medians from their per-request
+   records, read with rollout_kit's readers (information).
 3. **Pacing** (rollout_kit only; zero-latency simulator in another process, 4 output
    tokens): Poisson at 500 and 2,000 req/s: ``achieved_rate`` within 2 % of offered; send
-   lag p99 ≤ 1 ms at 500 req/s. The simulator and the client run on disjoint halves of the
-   CPUs (``sched_setaffinity``, as ``taskset`` would): left to the scheduler, the woken
-   server is often placed on the client's core and the client's sends wait for it (on the
-   2-core VM, in its quiet hours: p99 1.9–3.5 ms unpinned, 0.5–1.0 ms pinned). At 500 req/s
-   the lag row is the median of ``pace_rounds`` rounds (a host's noisy minute moves one
-   round's p99 by several ms), interleaved with as many rounds of a **bare asyncio +
-   aiohttp sender** (``bench/bare_pace.py``: the same schedule, body, timer and CPUs, no
-   rollout_kit above the wire) as the baseline: the tail that asyncio and the host give any
-   Python client. One more row gives the 500 req/s lag with neither pinned (information).
+   lag p99 at 500 req/s ≤ 1.3× the bare sender's of the same run (below). The simulator and
+   the client run on disjoint halves of the CPUs (``sched_setaffinity``, as ``taskset``
+   would): left to the scheduler, the woken server is often placed on the client's core and
+   the client's sends wait for it (on the 2-core VM, in its quiet hours: p99 1.9–3.5 ms
+   unpinned, 0.5–1.0 ms pinned). At 500 req/s the lag row is the median of ``pace_rounds``
+   rounds (a host's noisy minute moves one round's p99 by several ms), interleaved with as
+   many rounds of a **bare asyncio + aiohttp sender** (``bench/bare_pace.py``: the same
+   schedule, body, timer and CPUs, no rollout_kit above the wire) as the baseline: the tail
+   that asyncio and the host give any Python client. One more row gives the 500 req/s lag
+   with neither pinned (information).
 
 Usage: ``python bench/bench_load.py [--smoke|--quick|--full]`` (``--smoke`` runs only a
-short pacing level; the vLLM rows need the vLLM CPU venv and are skipped without it).
+short pacing level; the vLLM rows need the vLLM CPU venv and are skipped without it; at
+``--quick`` / ``--full`` size a missing aiperf or guidellm is installed first, and one that
+cannot be gets rows that say why).
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import peers
 from _common import (
     Row,
     Size,
@@ -66,6 +79,7 @@ from _common import (
 )
 
 from rollout_kit.engines.prometheus import parse_prometheus
+from rollout_kit.tracing import read_vllm_bench
 
 __all__ = ["rows"]
 
@@ -79,24 +93,31 @@ SUSTAIN = 0.98
 RATE_TARGET = 1.5
 BRACKET = 1.1  # the sustained rate's search stops when not-sustained / sustained <= this
 PACE_TOL = 0.02
-LAG_P99_MS = 1.0
+LAG_VS_BARE = 1.3  # send-lag p99 at most this many times the bare sender's, same run
+CPU_TARGET = 0.5  # our client CPU per request at most this fraction of the best peer's
+PEER_BRACKET = {"quick": 1.45, "full": 1.15}  # the peers' bisection stops sooner
 
 # runs the levels in one process; with a ladder (argv[2] = the sustain fraction) it stops
 # after the first level whose completed / (last completion - first send) < fraction x rate
 VLLM_DRIVER = r"""
-import argparse, json, sys
+import argparse, json, resource, sys
 from vllm.benchmarks.serve import add_cli_args, main
 stop = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+def cpu():
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
 for argv in json.loads(sys.argv[1]):
     p = argparse.ArgumentParser()
     add_cli_args(p)
     args = p.parse_args(argv)
+    c0 = cpu()
     r = main(args)
+    c1 = cpu()
     ok = [(s, s + x) for s, x in zip(r.get("start_times") or [], r.get("latencies") or [])
           if x > 0]
     span = max(e for _, e in ok) - min(s for s, _ in ok) if len(ok) > 1 else 0.0
     frac = len(ok) / span / args.request_rate if span > 0 else 0.0
-    print(f"LEVEL-DONE {args.request_rate} {frac:.4f}", flush=True)
+    print(f"LEVEL-DONE {args.request_rate} {frac:.4f} {c1 - c0:.4f}", flush=True)
     if stop and (frac < stop or r.get("failed")):
         break
 """
@@ -105,12 +126,17 @@ _SIZES: dict[str, dict[str, Any]] = {
     # agree: (rate, prompts, rounds); ladder: first rate, seconds per level, max levels;
     # pace: [(rate, prompts)], the first rate in pace_rounds rounds beside the bare sender
     # real: (rate, prompts, rounds) against the real vLLM CPU server
+    # peer_ladder: aiperf's and guidellm's ladder (first rate, seconds per level, max levels:
+    # each of their runs pays a start-up of 5-15 s, so fewer, shorter levels)
+    # cpu: (rate, small n, large n): client CPU per request = the difference of two runs
     "smoke": {"agree": None, "ladder": None, "pace": [(100.0, 100)], "pace_rounds": 1,
-              "real": None},
+              "real": None, "peer_ladder": None, "cpu": None},
     "quick": {"agree": (20.0, 200, 2), "ladder": (50.0, 2.0, 8),
-              "pace": [(500.0, 2500), (2000.0, 6000)], "pace_rounds": 3, "real": (2.0, 30, 2)},
+              "pace": [(500.0, 2500), (2000.0, 6000)], "pace_rounds": 3, "real": (2.0, 30, 2),
+              "peer_ladder": (100.0, 2.0, 5), "cpu": (100.0, 100, 900)},
     "full": {"agree": (20.0, 600, 3), "ladder": (50.0, 4.0, 9),
-             "pace": [(500.0, 5000), (2000.0, 12000)], "pace_rounds": 3, "real": (2.0, 60, 3)},
+             "pace": [(500.0, 5000), (2000.0, 12000)], "pace_rounds": 3, "real": (2.0, 60, 3),
+             "peer_ladder": (100.0, 4.0, 6), "cpu": (100.0, 200, 2000)},
 }
 
 
@@ -162,6 +188,7 @@ def _result_of(cmd: list[str], result: Path, what: str) -> dict[str, Any]:
     if not result.exists():
         raise RuntimeError(f"{what} wrote no result: {proc.stderr[-2000:]}")
     data: dict[str, Any] = json.loads(result.read_text())
+    data["_path"] = str(result)
     return data
 
 
@@ -175,6 +202,8 @@ def _theirs(url: str, tok: Path, levels: Sequence[tuple[float, int]], out_len: i
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run([str(py), "-c", VLLM_DRIVER, json.dumps(runs), str(stop)],
                           capture_output=True, text=True, timeout=1800, env=env)
+    cpu = [float(line.split()[3]) for line in proc.stdout.splitlines()
+           if line.startswith("LEVEL-DONE ")]
     out: list[dict[str, Any]] = []
     for f in files:
         if not f.exists():
@@ -182,6 +211,8 @@ def _theirs(url: str, tok: Path, levels: Sequence[tuple[float, int]], out_len: i
                 break  # the ladder stopped early
             raise RuntimeError(f"vllm bench serve wrote no {f.name}: {proc.stderr[-2000:]}")
         out.append(json.loads(f.read_text()))
+        out[-1]["_cpu_s"] = cpu[len(out) - 1] if len(cpu) >= len(out) else math.nan
+        out[-1]["_path"] = str(f)
     return out
 
 
@@ -199,11 +230,11 @@ def _sustained(r: dict[str, Any], rate: float) -> tuple[bool, float]:
 
 
 def _bisect(run_level: Any, best: float, bad: float | None, seconds: float,
-            tried: list[tuple[float, float]]) -> float:
+            tried: list[tuple[float, float]], bracket: float = BRACKET) -> float:
     """Narrow ``[best, bad)`` (sustained, not sustained) by geometric midpoints until the
     bracket is within :data:`BRACKET` (a doubling ladder alone reads 400 vs 566 for any two
     rates inside one octave); returns the highest sustained rate tried."""
-    while bad is not None and best > 0 and bad / best > BRACKET:
+    while bad is not None and best > 0 and bad / best > bracket:
         mid = float(round(math.sqrt(best * bad)))
         if mid in (best, bad):
             break
@@ -213,8 +244,8 @@ def _bisect(run_level: Any, best: float, bad: float | None, seconds: float,
     return best
 
 
-def _ladder(run_level: Any, first: float, seconds: float, levels: int
-            ) -> tuple[float, list[tuple[float, float]]]:
+def _ladder(run_level: Any, first: float, seconds: float, levels: int,
+            bracket: float = BRACKET) -> tuple[float, list[tuple[float, float]]]:
     """Highest sustained rate: double from ``first`` until a failure, then bisect."""
     tried: list[tuple[float, float]] = []
     best, rate, bad = 0.0, first, None
@@ -226,7 +257,7 @@ def _ladder(run_level: Any, first: float, seconds: float, levels: int
             break
         best = rate
         rate *= 2
-    return _bisect(run_level, best, bad, seconds, tried), tried
+    return _bisect(run_level, best, bad, seconds, tried, bracket), tried
 
 
 def _server_ttft(url: str) -> tuple[float, float]:
@@ -242,7 +273,8 @@ def _server_ttft(url: str) -> tuple[float, float]:
 
 def _agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path, *,
                 where: str = "default-latency sim", tol: float = AGREE_TOL,
-                server_view: bool = False) -> list[Row]:
+                server_view: bool = False, vllm: bool = True,
+                ours_out: list[dict[str, Any]] | None = None) -> list[Row]:
     """Median TTFT / TPOT / E2EL of both tools, rounds interleaved; with ``server_view``
     (a real vLLM server) also each tool's mean TTFT minus the server's own mean TTFT over
     the requests of the same run."""
@@ -263,10 +295,16 @@ def _agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path
         return got
 
     for i in range(rounds):  # interleaved: theirs, ours, theirs, ours
-        theirs.append(seen("theirs", lambda i=i: _theirs(url, tok, [(rate, n)], OUTPUT_LEN,
-                                                         folder, f"agree{i}")[0]))
+        if vllm:
+            theirs.append(seen("theirs", lambda i=i: _theirs(url, tok, [(rate, n)],
+                                                             OUTPUT_LEN, folder,
+                                                             f"agree{i}")[0]))
         ours.append(seen("ours", lambda i=i: _ours(url, tok, rate, n, OUTPUT_LEN,
                                                    folder / f"ours-agree{i}.json")))
+    if ours_out is not None:
+        ours_out += ours
+    if not vllm:
+        return []
     out = []
     for key, label in (("median_ttft_ms", "median TTFT"), ("median_tpot_ms", "median TPOT"),
                        ("median_e2el_ms", "median E2EL")):
@@ -298,7 +336,10 @@ def _agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path
     return out
 
 
-def _rate_rows(url: str, tok: Path, size: dict[str, Any], folder: Path) -> list[Row]:
+def _rate_rows(url: str, tok: Path, size: dict[str, Any], folder: Path, *, vllm: bool,
+               names: Sequence[str], bracket: float) -> list[Row]:
+    """The highest sustained Poisson rate of each tool; the target row against the best
+    peer, one row of information per peer (its own summary beside its timestamps)."""
     first, seconds, levels = size["ladder"]
 
     def ours_level(rate: float, n: int) -> tuple[bool, float]:
@@ -306,16 +347,64 @@ def _rate_rows(url: str, tok: Path, size: dict[str, Any], folder: Path) -> list[
         return _sustained(r, rate)
 
     ours_best, ours_tried = _ladder(ours_level, first, seconds, levels)
-    theirs_best, theirs_tried = _ladder_batched(url, tok, folder, first, seconds, levels)
-    rel = ratio(ours_best, theirs_best)
-    fmt = ", ".join(f"{r:g}:{f:.3f}" for r, f in ours_tried)
-    fmt2 = ", ".join(f"{r:g}:{f:.3f}" for r, f in theirs_tried)
-    return [Row("load", f"highest Poisson rate with achieved ≥ {SUSTAIN}× offered (req/s)",
-                ours_best, theirs_best, "vllm bench serve", rel, f"ratio ≥ {RATE_TARGET}",
-                check(rel, ">=", RATE_TARGET), "",
-                f"zero-latency sim in another process, {INPUT_LEN} in / {OUTPUT_LEN} out "
-                f"streamed; rate:achieved/offered ours [{fmt}] theirs [{fmt2}]",
-                {"ours": ours_tried, "theirs": theirs_tried})]
+    best: dict[str, float] = {}
+    tried: dict[str, list[tuple[float, float]]] = {}
+    notes: dict[str, str] = {}
+    if vllm:
+        best["vllm bench serve"], tried["vllm bench serve"] = _ladder_batched(
+            url, tok, folder, first, seconds, levels)
+    p_first, p_seconds, p_levels = size["peer_ladder"]
+    for name in names:
+        runs: dict[float, peers.PeerRun] = {}
+
+        def peer_level(rate: float, n: int, name: str = name,
+                       runs: dict[float, peers.PeerRun] = runs) -> tuple[bool, float]:
+            run = peers.run_peer(name, url, MODEL, tok, rate, n, folder, INPUT_LEN,
+                                 OUTPUT_LEN)
+            runs[rate] = run
+            return run.sustained(SUSTAIN), run.achieved / run.offered if run.offered else 0.0
+
+        best[name], tried[name] = _ladder(peer_level, p_first, p_seconds, p_levels, bracket)
+        notes[name] = _peer_rate_note(runs, best[name])
+    fmt = {k: ", ".join(f"{r:g}:{f:.3f}" for r, f in v) for k, v in
+           {"ours": ours_tried, **tried}.items()}
+    where = (f"zero-latency sim in another process, {INPUT_LEN} in / {OUTPUT_LEN} out "
+             "streamed, achieved = completed ÷ (last end − first send) from each tool's "
+             "per-request timestamps")
+    top = max(best, key=lambda k: best[k]) if best else ""
+    rel = ratio(ours_best, best[top]) if top else None
+    out = [Row("load", f"highest Poisson rate with achieved ≥ {SUSTAIN}× offered (req/s), "
+                       "vs the best peer", ours_best, best.get(top), top, rel,
+               f"ratio ≥ {RATE_TARGET}" if top else "", check(rel, ">=", RATE_TARGET), "",
+               f"{where}; the peers' best: "
+               + ", ".join(f"{k} {v:g}" for k, v in best.items())
+               + "; rate:achieved/offered " + "; ".join(f"{k} [{v}]" for k, v in fmt.items()),
+               {"ours": ours_tried, **tried})]
+    for name in best:
+        out.append(Row("load", f"sustained Poisson rate (req/s): ours / {name}", ours_best,
+                       best[name], name, ratio(ours_best, best[name]), "", None, "",
+                       f"{name} [{fmt[name]}]"
+                       + (f"; {notes[name]}" if name in notes else "")
+                       + (f"; {peers.PEERS[name].note}" if name in peers.PEERS else "")))
+    return out
+
+
+def _peer_rate_note(runs: dict[float, peers.PeerRun], best: float) -> str:
+    """What the peer's own summary and its timestamps say at its best level (or, when no
+    level was sustained, at its first), and any error."""
+    errors = [f"{r:g}: {run.error}" for r, run in runs.items() if run.error]
+    run = runs.get(best) or (next(iter(runs.values())) if runs else None)
+    if run is None:
+        return "no run"
+    own = run.own.get("throughput", math.nan)
+    sched = ", ".join(f"{r:g}:{x.scheduled / r:.3f}" for r, x in runs.items())
+    judged = ("judged against min(asked, its own schedule's rate, ≥ "
+              f"{peers.SCHEDULE_FLOOR:g}× asked)" if peers.PEERS[run.tool].own_schedule
+              else "judged against the asked rate")
+    text = (f"{judged}; its own schedule's rate / asked [{sched}]; "
+            f"at {run.rate:g} req/s its own summary says {own:.1f} req/s, its timestamps "
+            f"{run.achieved:.1f} req/s ({run.completed} done, {run.failed} failed)")
+    return text + (f"; errors {'; '.join(errors)}"[:400] if errors else "")
 
 
 def _ladder_batched(url: str, tok: Path, folder: Path, first: float, seconds: float,
@@ -421,12 +510,14 @@ def _lag_row(ours: list[dict[str, Any]], bare: list[dict[str, Any]], rate: float
         lost = sum(int(r.get("failed") or 0) for r in bare)
         note += (f"; p99 per round: ours {fmt(lags)}, bare {fmt(bare_lags)} ms; the bare "
                  f"sender's CPU {cpu:.0f} µs per request" + (f", {lost} failed" if lost else ""))
+    rel = ratio(base, lag)
     return Row("load", f"pacing: send lag p99 (ms) at Poisson {rate:g} req/s, {label}", lag,
                baseline=base,
                baseline_name="bare asyncio + aiohttp sender, same timer" if bare else "",
-               ratio=ratio(base, lag), spread=spread(lags) if len(lags) > 1 else "",
-               target=f"≤ {LAG_P99_MS:g} ms" if target else "",
-               met=check(lag, "<=", LAG_P99_MS) if target else None, note=note)
+               ratio=rel, spread=spread(lags) if len(lags) > 1 else "",
+               target=(f"≤ {LAG_VS_BARE:g}× the bare sender's (ratio ≥ {1 / LAG_VS_BARE:.2f})"
+                       if target and bare else ""),
+               met=check(rel, ">=", 1 / LAG_VS_BARE) if target and bare else None, note=note)
 
 
 def _real_rows(level: tuple[float, int, int], tok: Path, folder: Path) -> list[Row]:
@@ -443,6 +534,123 @@ def _real_rows(level: tuple[float, int, int], tok: Path, folder: Path) -> list[R
                            tol=REAL_TOL, server_view=True)
 
 
+_METRICS = (("ttft_ms", "median TTFT"), ("tpot_ms", "median TPOT"), ("e2el_ms", "median E2EL"))
+
+
+def _peer_agree_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path,
+                     names: Sequence[str], ours: list[dict[str, Any]]) -> list[Row]:
+    """Median TTFT / TPOT / E2EL of each peer (one run) beside ours (the rounds of the
+    agreement rows): what each tool's summary says, and the same medians computed from each
+    tool's per-request records with rollout_kit's readers."""
+    rate, n, rounds = level
+    ours_stamps = [peers.stamps_of(read_vllm_bench(r["_path"]))[3] for r in ours]
+    out: list[Row] = []
+    for name in names:
+        run = peers.run_peer(name, url, MODEL, tok, rate, n, folder, INPUT_LEN, OUTPUT_LEN)
+        if run.error or not run.completed:
+            out.append(Row("load", f"side by side with {name} at {rate:g} req/s", None,
+                           note=f"skipped: {name} failed: {run.error or 'nothing completed'}"))
+            continue
+        for key, label in _METRICS:
+            mine = statistics.median(float(r[f"median_{key}"]) for r in ours)
+            stamps = statistics.median(x[key] for x in ours_stamps)
+            theirs = run.own.get(key, math.nan)
+            note = (f"own summaries: ours {mine:.2f}, {name} {theirs:.2f}; from the "
+                    f"per-request records (rollout_kit's frames of each result file, one "
+                    f"formula): ours {stamps:.2f}, {name} {run.stamps[key]:.2f}; ours {n} req "
+                    f"× {rounds} rounds, {name} {n} req × 1 run ({run.completed} done, "
+                    f"{run.failed} failed, {run.cpu_s:.1f} s CPU), {INPUT_LEN} in / "
+                    f"{OUTPUT_LEN} out, default-latency sim, same tokenizer")
+            if name == "guidellm" and key == "tpot_ms":
+                note += (f"; guidellm's own ITL is vLLM's TPOT (given here); its 'TPOT' "
+                         f"(E2E ÷ output tokens) reads {run.extra.get('guidellm_tpot_ms', 0):.2f}")
+            if name == "aiperf" and key == "tpot_ms":
+                note += "; aiperf's inter_token_latency is vLLM's TPOT"
+            out.append(Row("load", f"{label} ms at {rate:g} req/s Poisson, default-latency sim "
+                                   f"(ours/{name})", mine,
+                           theirs if math.isfinite(theirs) else None, name,
+                           ratio(mine, theirs), "", None, "", note,
+                           {"ours_stamps": stamps, "theirs_stamps": run.stamps[key]}))
+    return out
+
+
+def _cpu_rows(url: str, tok: Path, level: tuple[float, int, int], folder: Path, *,
+              vllm: bool, names: Sequence[str]) -> list[Row]:
+    """Client CPU per request, two ways, against the best peer: a whole run of ``large``
+    requests ÷ ``large`` (start-up and imports included: what ``time`` shows, the measure of
+    the issue's figures; the target), and the marginal cost, (CPU of ``large`` − CPU of
+    ``small``) ÷ the difference at the same rate (start-up cancels; information)."""
+    rate, small, large = level
+    whole: dict[str, float] = {}
+    marginal: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    cpu: list[float] = []
+    for n in (small, large):
+        res = folder / f"ours-cpu-{n}.json"
+        _, c, _ = peers.measured([sys.executable, "-m", "rollout_kit", "load", "--disable-tqdm",
+                                  *_common_args(url, tok, rate, n, OUTPUT_LEN, res)], 600)
+        cpu.append(c)
+    whole["ours"] = cpu[1] / large * 1e6
+    marginal["ours"] = (cpu[1] - cpu[0]) / (large - small) * 1e6
+    if vllm:
+        py = _vllm_python()
+        assert py is not None
+        files = [folder / f"vllm-cpu-{n}.json" for n in (small, large)]
+        runs = [_common_args(url, tok, rate, n, OUTPUT_LEN, f)
+                for n, f in zip((small, large), files, strict=True)]
+        env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "TOKENIZERS_PARALLELISM": "false"}
+        proc, total, _ = peers.measured([str(py), "-c", VLLM_DRIVER, json.dumps(runs)], 1800,
+                                        env)
+        levels = [float(line.split()[3]) for line in (proc.stdout if proc else "").splitlines()
+                  if line.startswith("LEVEL-DONE ")]
+        if len(levels) == 2:
+            # one driver: import + both levels; the whole large run = total − the small level
+            whole["vllm bench serve"] = (total - levels[0]) / large * 1e6
+            marginal["vllm bench serve"] = (levels[1] - levels[0]) / (large - small) * 1e6
+            notes["vllm bench serve"] = (f"driver process {total:.1f} s CPU (vLLM's import "
+                                         f"included), levels {levels[0]:.2f} / {levels[1]:.2f} s")
+        else:
+            notes["vllm bench serve"] = "failed: " + (proc.stderr[-300:] if proc else "timeout")
+    for name in names:
+        got = [peers.run_peer(name, url, MODEL, tok, rate, n, folder, INPUT_LEN, OUTPUT_LEN)
+               for n in (small, large)]
+        bad = [r for r in got if r.error]
+        if bad:
+            notes[name] = f"failed: {bad[0].error}"
+            continue
+        whole[name] = got[1].cpu_s / large * 1e6
+        marginal[name] = (got[1].cpu_s - got[0].cpu_s) / (large - small) * 1e6
+        notes[name] = (f"{got[0].cpu_s:.1f} / {got[1].cpu_s:.1f} s CPU, {got[1].wall_s:.0f} s "
+                       f"wall for {large}, {got[1].completed} done, {got[1].failed} failed")
+    out = []
+    for label, per, target in (
+            (f"whole run of {large} requests ÷ {large} (start-up included)", whole, True),
+            (f"marginal: (CPU of {large} requests − CPU of {small}) ÷ {large - small}",
+             marginal, False)):
+        theirs = {k: v for k, v in per.items() if k != "ours"}
+        top = min(theirs, key=lambda k: theirs[k]) if theirs else ""
+        rel = ratio(theirs.get(top), per["ours"])  # baseline cost ÷ ours: higher is better
+        note = "; ".join(f"{k} {v:.0f} µs" for k, v in per.items())
+        if target:
+            note += ("; user + system CPU of each tool's processes (every child it waited for "
+                     "included), zero-latency sim; " + "; ".join(f"{k}: {v}" for k, v in
+                                                                notes.items()))
+            note += "; " + "; ".join(peers.PEERS[n].note for n in names)
+        out.append(Row("load", f"client CPU µs per request at Poisson {rate:g} req/s, {label}, "
+                               "vs the best peer", per["ours"], theirs.get(top), top, rel,
+                       f"≤ {CPU_TARGET:g}× the best peer's (ratio ≥ {1 / CPU_TARGET:g})"
+                       if target and top else "",
+                       check(rel, ">=", 1 / CPU_TARGET) if target else None, "", note,
+                       {"per_request_us": per}))
+    return out
+
+
+def _peer_skipped(names: Sequence[str], why: dict[str, str]) -> list[Row]:
+    """A row per peer that does not run, saying why."""
+    return [Row("load", f"side by side with {name}", None, note=f"skipped: {why[name]}")
+            for name in names]
+
+
 def rows(size: Size) -> list[Row]:
     """The load benchmark's rows."""
     sz = _SIZES[size]
@@ -450,20 +658,38 @@ def rows(size: Size) -> list[Row]:
     sim_tok = tok if tok is not None and _sim_takes_tokenizer() else None
     tok_args = ["--tokenizer", str(sim_tok)] if sim_tok is not None else []
     out: list[Row] = []
+    # the peers: installed by this set-up step at --quick / --full size, never at --smoke
+    why: dict[str, str] = {}
+    for name in peers.PEERS:
+        reason = peers.ensure(name, install=sz["agree"] is not None and tok is not None)
+        if reason is None and sz["agree"] is None:
+            reason = "not run at --smoke size"
+        if reason is None and tok is None:
+            reason = "no tiny-model tokenizer"
+        if reason is not None:
+            why[name] = reason
+    names = [n for n in peers.PEERS if n not in why]
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp, ExitStack() as stack:
         folder = Path(tmp)
         zero_url, _ = stack.enter_context(sim_process(
             "--api", "vllm", "--model-name", MODEL, "--zero-latency", *tok_args))
+        out += _peer_skipped([n for n in peers.PEERS if n in why], why)
         if sz["agree"] is None or py is None or tok is None:
-            why = ("at --smoke size" if sz["agree"] is None else
-                   "no vLLM CPU venv" if py is None else "no tiny-model tokenizer")
+            why_vllm = ("at --smoke size" if sz["agree"] is None else
+                        "no vLLM CPU venv" if py is None else "no tiny-model tokenizer")
             out.append(Row("load", "side by side with vllm bench serve", None,
-                           note=f"skipped {why}"))
-        else:
+                           note=f"skipped {why_vllm}"))
+        if sz["agree"] is not None and tok is not None and (py is not None or names):
             url, _ = stack.enter_context(sim_process(
                 "--api", "vllm", "--model-name", MODEL, *tok_args))
-            out += _agree_rows(url, tok, sz["agree"], folder)
-            out += _rate_rows(zero_url, tok, sz, folder)
+            ours: list[dict[str, Any]] = []
+            out += _agree_rows(url, tok, sz["agree"], folder, vllm=py is not None,
+                               ours_out=ours)
+            out += _peer_agree_rows(url, tok, sz["agree"], folder, names, ours)
+            out += _rate_rows(zero_url, tok, sz, folder, vllm=py is not None, names=names,
+                              bracket=PEER_BRACKET[size])
+            out += _cpu_rows(zero_url, tok, sz["cpu"], folder, vllm=py is not None,
+                             names=names)
         out += _pace_rows(zero_url, sim_tok, sz, folder)
         if sz["real"] is not None and py is not None and tok is not None:
             out += _real_rows(sz["real"], tok, folder)

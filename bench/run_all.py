@@ -58,6 +58,8 @@ BENCHES: dict[str, str] = {
     "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
     "task_cost": "bench_task_cost",    # issue 20: a task's own cost without a network
     "agents": "bench_agents",          # agents: chat calls, a tool-using agent, the endpoint
+    "conversations": "bench_conversations",  # issue 41: multi-turn load paced as offered
+    "server_state": "bench_server_state",    # issue 39: scraping cost, metric rows' size
 }
 
 
@@ -77,6 +79,7 @@ README_ROWS: tuple[tuple[str, str, bool], ...] = (
     ("task cost", "flatness", True),
     ("ray", "tasks/s", False),
     ("load", "highest Poisson rate", False),
+    ("load", "client CPU µs per request at Poisson", True),
     ("load", "pacing: send lag p99", True),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,18 +19,24 @@ ROW_KEYS = {"bench", "metric", "ours", "baseline", "baseline_name", "ratio", "ta
 
 def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
+    # no aiperf / guidellm here: their rows say why, and the bench goes on
+    env = {**os.environ, "ROLLOUT_KIT_PEERS_CACHE": str(tmp_path / "no-peers")}
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["size"] == "smoke"
+    for peer, req in (("aiperf", "aiperf==0.13.0"), ("guidellm", "guidellm==0.8.1")):
+        (row,) = [r for r in result["rows"] if r["metric"] == f"side by side with {peer}"]
+        assert row["ours"] is None and row["note"].startswith(f"skipped: {req} is not "
+                                                              "installed")
     assert result["machine"]["cores"] >= 1
     assert len(result["loadavg_after"]) == 3
     rows = result["rows"]
     benches = {r["bench"] for r in rows}
     assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load",
-                       "task cost", "agents"}
+                       "task cost", "agents", "conversations", "server state"}
     failed = [r for r in rows if r["metric"] == "benchmark failed"]
     assert not failed, failed
     for r in rows:
@@ -111,3 +118,23 @@ def test_write_block_replaces_between_markers(tmp_path: Path) -> None:
     bare.write_text("no markers\n")
     with pytest.raises(SystemExit, match="bench:summary:begin"):
         run_all.write_block(bare, run_all.SUMMARY_MARKERS, "x")
+
+
+def test_a_peer_that_is_not_installed_says_why(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import peers
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    monkeypatch.setenv("ROLLOUT_KIT_PEERS_CACHE", str(tmp_path))
+    why = peers.ensure("guidellm", install=False)
+    assert why is not None and why.startswith("guidellm==0.8.1 is not installed")
+    assert str(tmp_path / "guidellm" / "venv") in why
+    monkeypatch.setenv("ROLLOUT_KIT_PEERS_INSTALL", "0")
+    why = peers.ensure("aiperf", install=True)
+    assert why is not None and "ROLLOUT_KIT_PEERS_INSTALL=0" in why
+    assert not (tmp_path / "aiperf").exists()  # nothing installed
+    # a run that cannot start gives a result that says why instead of raising
+    run = peers.run_peer("aiperf", "http://127.0.0.1:9", "m", tmp_path, 10.0, 5, tmp_path, 4, 2)
+    assert run.error and not run.sustained(0.98) and run.frac == 0.0

@@ -3,7 +3,7 @@
 - :class:`Tracer` records; :meth:`Tracer.frames` gives :class:`Traces` (tasks, sessions,
   spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames, and
   other tools' result files too (:func:`read_vllm_bench`, :func:`read_aiperf`,
-  :func:`read_areal_sessions_trace`; :mod:`.imports`).
+  :func:`read_guidellm`, :func:`read_areal_sessions_trace`; :mod:`.imports`).
 - Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
   on the current tracer/task/session carried in ``contextvars``.
 - Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`, the
@@ -33,7 +33,7 @@ from .helpers import (
     trace_session,
     traceparent,
 )
-from .imports import read_aiperf, read_areal_sessions_trace, read_vllm_bench
+from .imports import read_aiperf, read_areal_sessions_trace, read_guidellm, read_vllm_bench
 from .persist import StaleParquetWarning, TornTraceWarning, compact_trace, load_traces
 from .phases import phase_color, register_phase, registered_phases
 from .remote import reanchor
@@ -60,6 +60,7 @@ __all__ = [
     "read_aiperf",
     "read_areal_dump",
     "read_areal_sessions_trace",
+    "read_guidellm",
     "read_vllm_bench",
     "reanchor",
     "register_phase",

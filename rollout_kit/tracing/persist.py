@@ -216,8 +216,8 @@ def load_traces(paths: StrPath | Sequence[StrPath]) -> Traces:
     is loaded, not both (the JSONL if it has grown since: :class:`StaleParquetWarning`).
     Files of different processes are aligned on their wall-clock anchors: times are seconds
     since the earliest anchor, which becomes ``Traces.wall_epoch``. Other tools' result files
-    (``vllm bench serve --save-detailed`` JSON, aiperf's ``profile_export.jsonl``, AReaL's
-    ``sessions-r*.jsonl``) are recognised by their content and read by
+    (``vllm bench serve --save-detailed`` JSON, aiperf's ``profile_export.jsonl``, guidellm's
+    ``benchmarks.json``, AReaL's ``sessions-r*.jsonl``) are recognised by their content and read by
     :mod:`rollout_kit.tracing.imports`, one kind of file per call.
 
     Raises:

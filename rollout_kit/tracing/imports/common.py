@@ -41,13 +41,14 @@ __all__ = [
 ]
 
 StrPath = str | os.PathLike[str]
-Kind = Literal["rollout_kit", "vllm_bench", "aiperf", "areal_sessions"]
+Kind = Literal["rollout_kit", "vllm_bench", "aiperf", "guidellm", "areal_sessions"]
 
 #: what each kind of file is, in messages
 KINDS: dict[Kind, str] = {
     "rollout_kit": "a rollout_kit trace",
     "vllm_bench": "a vllm bench serve result",
     "aiperf": "an aiperf per-request export",
+    "guidellm": "a guidellm result (benchmarks.json)",
     "areal_sessions": "an AReaL session trace",
 }
 
