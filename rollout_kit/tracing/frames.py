@@ -20,7 +20,7 @@ import pandas as pd
 
 from . import phases
 from . import schema as S
-from .store import (
+from ._store import (
     FLAG_CLOSED_AT_FINALIZE,
     FLAG_RAISED,
     MISSING,
@@ -28,7 +28,7 @@ from .store import (
     AttrValues,
     Snapshot,
 )
-from .store.metrics import MetricRows
+from ._store.metrics import MetricRows
 
 __all__ = ["Traces", "build_server_metrics", "build_traces", "empty_events",
            "empty_server_metrics"]

@@ -19,10 +19,10 @@ from time import perf_counter_ns
 
 from ..errors import ConfigError
 from . import context as ctx
+from ._store import MISSING, AttrValue
 from .codes import SESSION_EVENT_CODES
 from .dumps import Coordinate, TrajectoryDump
 from .scopes import PhaseScope, SessionScope
-from .store import MISSING, AttrValue
 from .tracer import current_tracer
 
 __all__ = ["TASK_SPAN_ID", "annotate", "atrace_phase", "dump_call", "increment", "session_event",

@@ -23,8 +23,7 @@ from typing import Final
 
 from ..errors import ConfigError, DuplicateTaskIdError, TraceStateError, UnknownTaskIdError
 from ..ids import validate_task_id
-from .codes import END, N_MARKS, SUBMIT
-from .store import (
+from ._store import (
     FLAG_CLOSED_AT_FINALIZE,
     MISSING,
     AttrValue,
@@ -34,6 +33,7 @@ from .store import (
     SpanRow,
     Store,
 )
+from .codes import END, N_MARKS, SUBMIT
 
 __all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "LiveSession", "LiveSpan", "LiveTable",
            "LiveTask"]

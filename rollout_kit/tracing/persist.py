@@ -2,7 +2,7 @@
 
 A trace file starts with a header record (format, schema version, wall-clock anchor, worker,
 pid) followed by one ``columns`` record per flush (schema 2; schema 1 files hold one task or
-mark record per line, and are still read; see :mod:`rollout_kit.tracing.store`). Records are
+mark record per line, and are still read; see :mod:`rollout_kit.tracing._store`). Records are
 serialized with orjson, which refuses integers wider than 64 bits — task ids are therefore
 plain sequential ints, never ``uuid4().int``.
 
@@ -25,11 +25,11 @@ from typing import Any
 import orjson
 
 from ..errors import ConfigError, TraceSchemaError
+from ._store import FORMAT, Snapshot, Store
 from .frames import Traces, build_traces
 from .imports import foreign_kind, read_files
 from .jsonl import TornTraceWarning, jsonl_objects
 from .parquet import concat_snapshots, read_info, read_snapshot, write_snapshot
-from .store import FORMAT, Snapshot, Store
 
 __all__ = ["TRACE_PATTERNS", "StaleParquetWarning", "TornTraceWarning", "append_records",
            "compact_trace", "expand_paths", "is_parquet", "jsonl_objects", "load_traces",

@@ -19,11 +19,11 @@ from typing import Any, TypeVar, cast
 
 from ..errors import TraceStateError
 from . import context as ctx
+from ._store import FLAG_RAISED
 from .codes import CANCELLED, FAILED
 from .context import Recorder
 from .live import CLOSED, ENDED, NEW, NOOP, OPEN, LiveSession, LiveSpan
 from .phases import CODES, phase_code
-from .store import FLAG_RAISED
 
 __all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "PhaseScope", "SessionScope", "TaskScope"]
 

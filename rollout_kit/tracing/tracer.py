@@ -16,7 +16,7 @@ Usage::
 Live state (tasks not yet finalized, their sessions, open phases) lives in the tracer's
 :class:`~rollout_kit.tracing.live.LiveTable` (``tracer.live``), which the scopes use too;
 ``finalize`` moves a task with its sessions and spans into the columnar
-:class:`~rollout_kit.tracing.store.Store` and drops the live objects, so memory per finished
+:class:`~rollout_kit.tracing._store.Store` and drops the live objects, so memory per finished
 session is a few hundred bytes and nothing grows per finished task except the records and a
 one-bit-per-id "seen" bitmap.
 
@@ -49,6 +49,7 @@ from ..errors import ConfigError, TraceSchemaError, TraceStateError, UnknownTask
 from ..ids import validate_task_id
 from . import context as ctx
 from . import schema as S
+from ._store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 from .codes import EVENT_CODES, PENDING, STATUS_CODES
 from .dumps import TrajectoryDump
 from .frames import Traces, build_server_metrics, build_traces
@@ -57,7 +58,6 @@ from .parquet import read_info, write_snapshot
 from .persist import append_records, compact_trace, parquet_path, source_info
 from .scopes import PhaseScope, SessionScope, TaskScope
 from .starts import TaskStarts
-from .store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
 __all__ = ["MAX_ERROR_CHARS", "SESSION_RESERVED", "TASK_RESERVED", "Tracer", "current_tracer"]
 TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
@@ -83,7 +83,7 @@ class Tracer:
 
     Args:
         path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
-            one line of columns per flush: :mod:`rollout_kit.tracing.store`); ``None`` keeps
+            one line of columns per flush: :mod:`rollout_kit.tracing._store`); ``None`` keeps
             records in memory only.
         flush_threshold: write to ``path`` once this many records (finished tasks, late
             marks) are pending.

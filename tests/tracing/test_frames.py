@@ -12,8 +12,8 @@ import pytest
 from rollout_kit import analysis
 from rollout_kit.errors import ConfigError
 from rollout_kit.tracing import Tracer, load_traces, schema
+from rollout_kit.tracing._store import FORMAT, Store
 from rollout_kit.tracing.frames import _union_seconds, build_traces
-from rollout_kit.tracing.store import FORMAT, Store
 from tests._trace_factories import union_length
 
 MS = 1_000_000  # ns

@@ -18,8 +18,8 @@ import pytest
 
 from rollout_kit.tracing import Tracer, annotate, frames, load_traces, phases, session_event
 from rollout_kit.tracing import schema as S
+from rollout_kit.tracing._store import FORMAT, Store
 from rollout_kit.tracing.frames import Traces, _column, _union_seconds, build_traces, empty_events
-from rollout_kit.tracing.store import FORMAT, Store
 
 _EVENT_DTYPES = {S.TASK_ID: "int64", S.SESSION_ID: "Int64", S.EVENT: "category",
                  S.TS: "float64", S.VERSION: "Int64"}

@@ -13,7 +13,7 @@ from rollout_kit.errors import (
 )
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.store import IdSet, check_attrs, check_counts
+from rollout_kit.tracing._store import IdSet, check_attrs, check_counts
 from rollout_kit.tracing.tracer import MAX_ERROR_CHARS
 
 

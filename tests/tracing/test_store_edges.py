@@ -71,9 +71,9 @@ def test_rounds_ingested_elsewhere_give_the_same_frames() -> None:
 def test_rows_committed_across_the_settle_threshold_read_back_in_order() -> None:
     """``commit`` keeps a task's rows in lists until SETTLE_AT values; every read (the
     counts, frames, records, an ingest appending after them) sees all rows, in order."""
-    from rollout_kit.tracing.store import Store
-    from rollout_kit.tracing.store.buffers import SETTLE_AT
-    from rollout_kit.tracing.store.layout import T_STRIDE
+    from rollout_kit.tracing._store import Store
+    from rollout_kit.tracing._store.buffers import SETTLE_AT
+    from rollout_kit.tracing._store.layout import T_STRIDE
 
     st = Store()
     assert st.worker_code(None) == 0

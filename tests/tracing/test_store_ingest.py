@@ -20,8 +20,8 @@ import pytest
 from rollout_kit.errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import Tracer, annotate
 from rollout_kit.tracing import schema as S
+from rollout_kit.tracing._store import FORMAT, Store, check_attrs
 from rollout_kit.tracing.frames import build_traces
-from rollout_kit.tracing.store import FORMAT, Store, check_attrs
 from tests.tracing._batches import Record, set_at, traced_batch
 
 MS = 1_000_000  # ns

@@ -101,8 +101,8 @@ import os
 from collections.abc import Sequence
 
 from ...errors import ConfigError, TraceSchemaError, truncate
+from .._store import FORMAT
 from ..frames import Traces
-from ..store import FORMAT
 from .aiperf import read_aiperf
 from .areal import AREAL_STATUSES, read_areal_sessions_trace
 from .common import KINDS, SOURCE, TPOT_S, Kind, StrPath, json_or_none

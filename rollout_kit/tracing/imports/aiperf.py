@@ -12,9 +12,9 @@ import numpy as np
 
 from ...errors import TraceSchemaError, truncate
 from .. import schema as S
+from .._store import FLAG_RAISED
 from ..frames import Traces
 from ..jsonl import jsonl_objects
-from ..store import FLAG_RAISED
 from .common import (
     REQUEST_ERROR,
     SOURCE,

@@ -11,9 +11,9 @@ from typing import Any
 
 from ...errors import ConfigError, TraceSchemaError, truncate
 from .. import phases
+from .._store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED
 from ..frames import Traces
 from ..jsonl import jsonl_objects
-from ..store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED
 from .common import (
     SOURCE,
     Record,

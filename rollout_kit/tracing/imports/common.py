@@ -14,8 +14,8 @@ from typing import Any, Literal, TypeGuard
 from ...errors import ConfigError
 from .. import phases
 from .. import schema as S
+from .._store import FORMAT, Store
 from ..frames import Traces, build_traces
-from ..store import FORMAT, Store
 
 __all__ = [
     "KINDS",

@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 
 from ...errors import TraceSchemaError, truncate
 from .. import schema as S
+from .._store import FLAG_RAISED
 from ..frames import Traces
-from ..store import FLAG_RAISED
 from .common import (
     REQUEST_ERROR,
     SOURCE,

@@ -37,9 +37,9 @@ very values the JSONL holds, so both forms load to the same frames.
 
 Why one file of records, not one file per frame: a trace stays one file that is replaced
 atomically and carries its header; the sessions, spans and events of a task are stored
-contiguously exactly as :class:`~rollout_kit.tracing.store.Store` keeps them (the list
+contiguously exactly as :class:`~rollout_kit.tracing._store.Store` keeps them (the list
 offsets *are* its ``n_sessions`` / ``n_spans``), so reading decodes columns straight into a
-:class:`~rollout_kit.tracing.store.Snapshot` without one Python object per row; and the
+:class:`~rollout_kit.tracing._store.Snapshot` without one Python object per row; and the
 frames are then built by the same :func:`~rollout_kit.tracing.frames.build_traces` as from
 JSONL, so derived columns (per-phase seconds, the phases registered in the reading
 process) cannot disagree between the two forms. Stored frames would have to be rebuilt

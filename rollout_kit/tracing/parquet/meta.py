@@ -12,11 +12,11 @@ import numpy as np
 import orjson
 
 from ...errors import TraceSchemaError
+from .._store import FORMAT, AttrValues
 from ..schema import (
     MIN_SCHEMA_VERSION,
     SCHEMA_VERSION,
 )
-from ..store import FORMAT, AttrValues
 
 __all__ = ["COMPRESSION", "ENCODING", "JSON_FIELD", "KINDS", "META_KEY", "Attrs", "ParquetInfo",
            "StrPath", "check_meta", "fail", "unreadable"]

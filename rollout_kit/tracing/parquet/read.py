@@ -1,4 +1,4 @@
-"""Reading trace Parquet files back into :class:`~rollout_kit.tracing.store.Snapshot` s
+"""Reading trace Parquet files back into :class:`~rollout_kit.tracing._store.Snapshot` s
 (one file, or several concatenated); see :mod:`rollout_kit.tracing.parquet` for the layout."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pyarrow.compute as pc
 from pandas.api.types import union_categoricals
 
 from .. import phases
+from .._store import MISSING, AttrValues, Snapshot
+from .._store.metrics import MetricRows
 from ..codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
 from ..schema import (
     LIFECYCLE_EVENTS,
 )
-from ..store import MISSING, AttrValues, Snapshot
-from ..store.metrics import MetricRows
 from .meta import (
     ENCODING,
     Attrs,

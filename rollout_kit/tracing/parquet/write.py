@@ -1,4 +1,4 @@
-"""Writing a :class:`~rollout_kit.tracing.store.Snapshot` as a trace Parquet file (pyarrow);
+"""Writing a :class:`~rollout_kit.tracing._store.Snapshot` as a trace Parquet file (pyarrow);
 see :mod:`rollout_kit.tracing.parquet` for the layout."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import orjson
 import pyarrow as pa
 
 from .. import phases
+from .._store import FORMAT, MISSING, AttrValues, Snapshot
+from .._store.metrics import MetricRows
 from ..schema import (
     LIFECYCLE_EVENTS,
     SCHEMA_VERSION,
     SESSION_EVENTS,
     STATUSES,
 )
-from ..store import FORMAT, MISSING, AttrValues, Snapshot
-from ..store.metrics import MetricRows
 from .meta import COMPRESSION, JSON_FIELD, KINDS, META_KEY, Attrs, StrPath
 
 __all__ = ["snapshot_table", "write_snapshot"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ...tracing._store import FORMAT
 from ...tracing.codes import N_MARKS
 from ...tracing.schema import SCHEMA_VERSION
-from ...tracing.store import FORMAT
 
 if TYPE_CHECKING:
     from ...tracing import Tracer

@@ -3,7 +3,7 @@ as records from cursors on (``records``: what ``Tracer.drain_records`` ships bet
 processes; ``columns``: a line of a trace file) and records read back in (task and mark
 records of schema 1, batches of columns of schema 2, each checked in full before anything
 is appended, times re-anchored on the reader's epoch); the formats are in
-:mod:`rollout_kit.tracing.store`."""
+:mod:`rollout_kit.tracing._store`."""
 
 from __future__ import annotations
 
