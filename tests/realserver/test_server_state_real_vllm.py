@@ -48,12 +48,26 @@ async def _until(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> 
 async def test_series_follow_a_batch_and_the_prefix_cache(
         vllm_cpu_server: VLLMCPUServer) -> None:
     async with RolloutController(vllm=[vllm_cpu_server.address], engine_config=EngineConfig(),
-                                 scrape_interval=0.2) as ctl:
+                                 scrape_interval=2.0) as ctl:
         await _until(lambda: _scrapes(ctl.server_metrics()) >= 2, "two scrapes before")
-        # a batch of concurrent requests, long enough (seconds on 2 cores) for several
-        # scrapes to see it: a busy server answers /metrics late, some scrapes time out
-        results = await ctl.rollout_batch_async([f"{i}: tell a story" for i in range(96)],
-                                                _wf(192))
+        # a batch of concurrent requests, long enough (seconds on 2 cores) for scrapes to see
+        # it: a busy server answers /metrics late (a 2 s interval gives each scrape 1.6 s) and
+        # some scrapes still time out, so the test waits, while the batch runs, for one that
+        # saw it
+        batch = asyncio.ensure_future(ctl.rollout_batch_async(
+            [f"{i}: tell a story" for i in range(96)], _wf(900)))
+
+        def saw_the_batch() -> bool:
+            frame = ctl.server_metrics()
+            running = frame[frame[S.METRIC] == "vllm:num_requests_running"]
+            return bool((running["value"] >= 2).any())
+
+        await _until(lambda: saw_the_batch() or batch.done(), "a scrape during the batch",
+                     timeout=600)
+        results = await batch
+        frame = ctl.server_metrics()
+        assert saw_the_batch(), (ctl.scraper.stats if ctl.scraper else None,
+                                 frame.groupby("metric", observed=True)["value"].max())
         assert all(r.ok for r in results)
         # the same long prefix twice, one after the other: the second hits the cache
         for ask in ("first question?", "second question?"):
