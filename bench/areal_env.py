@@ -65,12 +65,18 @@ def python() -> Path:
     return venv_dir() / "bin" / "python"
 
 
+def _shown(path: Path) -> str:
+    """``path`` with the home folder as ``~``: notes go into the docs, machine paths do not."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) else str(path)
+
+
 def _source_missing() -> str | None:
     src = source_dir()
     if not (src / "areal" / "utils" / "perf_tracer.py").is_file():
-        return (f"AReaL source not found at {src} (set ROLLOUT_KIT_AREAL_SRC, or export commit "
-                f"{AREAL_COMMIT} of {AREAL_REPO} there: git archive {AREAL_COMMIT} | tar -x -C "
-                f"{src})")
+        return (f"AReaL source not found at {_shown(src)} (set ROLLOUT_KIT_AREAL_SRC, or "
+                f"export commit {AREAL_COMMIT} of {AREAL_REPO} there: git archive "
+                f"{AREAL_COMMIT} | tar -x -C {_shown(src)})")
     return None
 
 
