@@ -179,21 +179,8 @@ def _report_conversations(args: argparse.Namespace, crun: Any) -> int:
     table = format_summary(res, metrics=args.metrics, percentiles=args.percentiles)
     body, _, last = table.rpartition("\n")
     _out("\n".join([body, *conversation_lines(res), last]))
-    for line in failure_lines(crun.turns):
-        _out(f"failed: {line}")
-    if args.save_result:
-        path = file_name(args, sweep=False)
-        path.write_text(json.dumps(res) + "\n")
-        _out(f"wrote: {path}")
-    if crun.interrupted:
-        _note("interrupted: the results above cover the conversations sent before Ctrl-C")
-        return 130
-    if not res.get("completed"):
-        sys.stdout.flush()
-        sys.stderr.write(f"rollout-kit: error: no turn of the {args.num_prompts} "
-                         "conversations completed; the reasons are above\n")
-        return 1
-    return 0
+    return _finish(args, res, crun.turns, crun.interrupted, "conversations",
+                   f"no turn of the {args.num_prompts} conversations completed")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -233,19 +220,25 @@ def run(args: argparse.Namespace) -> int:
     metrics = run_.metrics(goodput=args.slos, percentiles=tuple(args.percentiles))
     res = result_json(args, metrics, frame=run_.frame)
     _out(format_summary(res, metrics=args.metrics, percentiles=args.percentiles))
-    reasons = failure_lines(run_.frame)
-    for line in reasons:
+    return _finish(args, res, run_.frame, run_.interrupted, "requests",
+                   f"none of the {args.num_prompts} requests completed")
+
+
+def _finish(args: argparse.Namespace, res: dict[str, Any], frame: Any, interrupted: bool,
+            unit: str, none_done: str) -> int:
+    """The failure reasons, the saved result and the exit code of one run (130 when
+    interrupted, 1 when nothing completed)."""
+    for line in failure_lines(frame):
         _out(f"failed: {line}")
     if args.save_result:
         path = file_name(args, sweep=False)
         path.write_text(json.dumps(res) + "\n")
         _out(f"wrote: {path}")
-    if run_.interrupted:
-        _note("interrupted: the results above cover the requests sent before Ctrl-C")
+    if interrupted:
+        _note(f"interrupted: the results above cover the {unit} sent before Ctrl-C")
         return 130
     if not res.get("completed"):
         sys.stdout.flush()
-        sys.stderr.write(f"rollout-kit: error: none of the {args.num_prompts} requests "
-                         "completed; the reasons are above\n")
+        sys.stderr.write(f"rollout-kit: error: {none_done}; the reasons are above\n")
         return 1
     return 0
