@@ -15,8 +15,9 @@ from ..errors import ConfigError
 from ..tracing import schema as S
 from ..tracing.phases import PALETTE, phase_color, registered_phases
 
-__all__ = ["IDLE_COLOR", "MARKED_STATUSES", "QUEUED_COLOR", "QUEUED_LINE_COLOR", "RUNNING_COLOR",
-           "STATUS_COLORS", "TOTAL_COLOR", "color_of_phase"]
+__all__ = ["F64", "IDLE_COLOR", "MARKED_STATUSES", "QUEUED_COLOR", "QUEUED_LINE_COLOR",
+           "RUNNING_COLOR", "STATUS_COLORS", "TOTAL_COLOR", "axes_for", "check_choice",
+           "color_of_phase", "floats", "no_data", "tasks_frame"]
 
 QUEUED_COLOR = "#cbd5e1"
 IDLE_COLOR = "#e5e7eb"
@@ -28,7 +29,7 @@ STATUS_COLORS = {"accepted": "#1f77b4", "rejected": "#d62728", "failed": "#9467b
 MARKED_STATUSES = ("failed", "rejected", "cancelled")  # outlined in the timeline by default
 _LABEL_ROWS = 50  # label rows one by one up to this many
 _HATCH_ROWS = 200  # hatch the queued segments up to this many rows
-_F64 = np.ndarray[Any, np.dtype[np.float64]]
+F64 = np.ndarray[Any, np.dtype[np.float64]]
 
 
 def color_of_phase(phase: str) -> str:
@@ -38,14 +39,14 @@ def color_of_phase(phase: str) -> str:
     return PALETTE[sum(map(ord, phase)) % len(PALETTE)]
 
 
-def _axes(ax: Axes | None, figsize: tuple[float, float] = (8.0, 4.5)) -> Axes:
+def axes_for(ax: Axes | None, figsize: tuple[float, float] = (8.0, 4.5)) -> Axes:
     if ax is not None:
         return ax
     _, new = plt.subplots(figsize=figsize)
     return new
 
 
-def _no_data(ax: Axes, title: str, why: str = "no data") -> Axes:
+def no_data(ax: Axes, title: str, why: str = "no data") -> Axes:
     ax.set_title(title)
     ax.text(0.5, 0.5, why, transform=ax.transAxes, ha="center", va="center",
             color="#6b7280", fontsize=12, gid="no-data")
@@ -54,11 +55,11 @@ def _no_data(ax: Axes, title: str, why: str = "no data") -> Axes:
     return ax
 
 
-def _floats(s: pd.Series[Any]) -> _F64:
+def floats(s: pd.Series[Any]) -> F64:
     return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _tasks_frame(tasks: pd.DataFrame) -> pd.DataFrame:
+def tasks_frame(tasks: pd.DataFrame) -> pd.DataFrame:
     tasks = analysis.require_columns(tasks, (S.SUBMIT_TS,), "tasks")
     if S.TASK_ID not in tasks.columns:
         tasks = tasks.rename_axis(S.TASK_ID).reset_index()
@@ -67,7 +68,7 @@ def _tasks_frame(tasks: pd.DataFrame) -> pd.DataFrame:
 
 # -- timeline --------------------------------------------------------------------------
 
-def _check_choice(name: str, value: object, allowed: Sequence[str]) -> None:
+def check_choice(name: str, value: object, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ConfigError(f"{name} must be one of {list(allowed)}, got {value!r}")
 

@@ -15,15 +15,15 @@ from matplotlib.figure import Figure
 from .. import analysis
 from ..tracing import schema as S
 from ._common import (
-    _F64,
+    F64,
     QUEUED_LINE_COLOR,
     RUNNING_COLOR,
     STATUS_COLORS,
     TOTAL_COLOR,
-    _axes,
-    _floats,
-    _no_data,
+    axes_for,
     color_of_phase,
+    floats,
+    no_data,
 )
 from .timeline import plot_timeline
 
@@ -32,26 +32,26 @@ __all__ = ["dashboard", "plot_concurrency", "plot_latency_hist", "plot_latency_s
 
 
 def _latency_columns(df: pd.DataFrame, phases: Sequence[str] | None,
-                     include_total: bool) -> dict[str, tuple[str, _F64]]:
+                     include_total: bool) -> dict[str, tuple[str, F64]]:
     """metric label → (colour, values) from a spans or tasks frame."""
-    out: dict[str, tuple[str, _F64]] = {}
+    out: dict[str, tuple[str, F64]] = {}
     names = list(phases) if phases is not None else analysis.phase_names(df)
     if analysis.is_spans(df):
         spans = analysis.require_columns(df, (S.PHASE,), "spans")
-        dur = (_floats(spans[S.DURATION]) if S.DURATION in spans.columns
-               else _floats(spans[S.END]) - _floats(spans[S.START]))
+        dur = (floats(spans[S.DURATION]) if S.DURATION in spans.columns
+               else floats(spans[S.END]) - floats(spans[S.START]))
         ph = spans[S.PHASE].astype("string").to_numpy()
         for name in names:
             out[name] = (color_of_phase(name), dur[ph == name])
         return out
     if S.QUEUE_S in df.columns and phases is None:
-        out["queue"] = ("#94a3b8", _floats(df[S.QUEUE_S]))
+        out["queue"] = ("#94a3b8", floats(df[S.QUEUE_S]))
     for name in names:
         col = S.phase_column(name)
-        if col in df.columns and np.any(_floats(df[col]) > 0):  # skip phases never used
-            out[name] = (color_of_phase(name), _floats(df[col]))
+        if col in df.columns and np.any(floats(df[col]) > 0):  # skip phases never used
+            out[name] = (color_of_phase(name), floats(df[col]))
     if include_total and S.TOTAL_S in df.columns:
-        out["total"] = (TOTAL_COLOR, _floats(df[S.TOTAL_S]))
+        out["total"] = (TOTAL_COLOR, floats(df[S.TOTAL_S]))
     return out
 
 
@@ -78,13 +78,13 @@ def plot_latency_hist(df: pd.DataFrame, *, phases: Sequence[str] | None = None,
     Returns:
         The Axes.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Latency distribution"
     cols = {k: (c, v[np.isfinite(v)]) for k, (c, v) in
             _latency_columns(df, phases, include_total).items()}
     cols = {k: cv for k, cv in cols.items() if cv[1].size}
     if not cols:
-        return _no_data(ax, title, "no data (no latency columns with values)")
+        return no_data(ax, title, "no data (no latency columns with values)")
     edges = np.histogram_bin_edges(np.concatenate([v for _, v in cols.values()]), bins=bins)
     for name, (color, v) in cols.items():
         qs = np.percentile(v, percentiles)
@@ -119,13 +119,13 @@ def plot_latency_scatter(tasks: pd.DataFrame, *, percentiles: Sequence[float] = 
         The Axes.
     """
     tasks = analysis.require_columns(tasks, (S.SUBMIT_TS, S.END_TS), "tasks")
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Latency vs finish time"
-    submit, end = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.END_TS])
-    total = _floats(tasks[S.TOTAL_S]) if S.TOTAL_S in tasks.columns else end - submit
+    submit, end = floats(tasks[S.SUBMIT_TS]), floats(tasks[S.END_TS])
+    total = floats(tasks[S.TOTAL_S]) if S.TOTAL_S in tasks.columns else end - submit
     ok = np.isfinite(end) & np.isfinite(total)
     if not ok.any():
-        return _no_data(ax, title, "no finished tasks")
+        return no_data(ax, title, "no finished tasks")
     x = end - float(np.nanmin(submit))
     status = (tasks[S.STATUS].astype("string").fillna("?").to_numpy()
               if S.STATUS in tasks.columns else np.full(len(tasks), "?"))
@@ -174,7 +174,7 @@ def throughput_window(tasks: pd.DataFrame, *, windows: int = 50,
     """
     length = 0.0
     if S.SUBMIT_TS in tasks.columns and S.END_TS in tasks.columns:
-        submit, end = _floats(tasks[S.SUBMIT_TS]), _floats(tasks[S.END_TS])
+        submit, end = floats(tasks[S.SUBMIT_TS]), floats(tasks[S.END_TS])
         if np.isfinite(submit).any() and np.isfinite(end).any():
             length = float(np.nanmax(end) - np.nanmin(submit))
     raw = length / max(windows, 1)
@@ -210,14 +210,14 @@ def plot_throughput(tasks: pd.DataFrame, *, window: float | None = None, tokens:
     if window is None:
         window = throughput_window(tasks)
     thr = analysis.throughput(tasks, window)
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Throughput"
     if thr.empty or (tokens and thr["completion_tokens_per_s"].isna().all()):
-        return _no_data(ax, title, "no finished tasks" if thr.empty else "no token counts")
+        return no_data(ax, title, "no finished tasks" if thr.empty else "no token counts")
     start = thr.index.to_numpy(dtype=np.float64)
     x = np.append(start, start[-1] + window)  # right edge of the last window
 
-    def steps(col: pd.Series[Any]) -> _F64:
+    def steps(col: pd.Series[Any]) -> F64:
         v = col.to_numpy(dtype=np.float64, na_value=np.nan)
         return np.append(v, v[-1])
 
@@ -254,12 +254,12 @@ def plot_concurrency(spans_or_tasks: pd.DataFrame, *, by_phase: bool = False,
     Returns:
         The Axes; each line's gid is ``"concurrency:<name>"``.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Concurrency"
     df = spans_or_tasks
     lines: list[tuple[str, str | None, pd.DataFrame]] = []
     if analysis.is_spans(df):
-        t0 = float(np.nanmin(_floats(df[S.START]))) if len(df) else 0.0
+        t0 = float(np.nanmin(floats(df[S.START]))) if len(df) else 0.0
         if by_phase:
             lines = [(p, color_of_phase(p), analysis.concurrency(df, phase=p, t0=t0))
                      for p in analysis.phase_names(df)]
@@ -271,7 +271,7 @@ def plot_concurrency(spans_or_tasks: pd.DataFrame, *, by_phase: bool = False,
             lines.append(("queued", QUEUED_LINE_COLOR, analysis.concurrency(df, kind="queued")))
     lines = [(n, c, d) for n, c, d in lines if not d.empty]
     if not lines:
-        return _no_data(ax, title)
+        return no_data(ax, title)
     for name, color, data in lines:
         kw: dict[str, Any] = {"color": color} if color else {}
         if name == "queued":
@@ -301,14 +301,14 @@ def plot_server_load(sessions_or_spans: pd.DataFrame, *, ax: Axes | None = None,
     Returns:
         The Axes; a "no data" plot when there is no ``server`` column or no rows.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Server load"
     df = sessions_or_spans
     if S.SERVER not in df.columns or df[S.SERVER].notna().sum() == 0:
-        return _no_data(ax, title, "no data (no server column)")
+        return no_data(ax, title, "no data (no server column)")
     if analysis.is_spans(df):
-        dur = (_floats(df[S.DURATION]) if S.DURATION in df.columns
-               else _floats(df[S.END]) - _floats(df[S.START]))
+        dur = (floats(df[S.DURATION]) if S.DURATION in df.columns
+               else floats(df[S.END]) - floats(df[S.START]))
         table = (pd.DataFrame({"server": df[S.SERVER].astype("string").to_numpy(),
                                "phase": df[S.PHASE].astype("string").to_numpy(), "d": dur})
                  .dropna(subset=["server"])

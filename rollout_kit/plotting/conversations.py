@@ -25,19 +25,19 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._common import _F64, _axes, _floats, _no_data
+from ._common import F64, axes_for, floats, no_data
 
 __all__ = ["conversation_figure", "plot_ttft_by_turn", "plot_ttft_vs_cache_hit"]
 
 _COMPLETED = ("accepted", "rejected")
 
 
-def _turn_rows(turns: pd.DataFrame, include_warmup: bool) -> tuple[pd.DataFrame, _F64] | None:
+def _turn_rows(turns: pd.DataFrame, include_warmup: bool) -> tuple[pd.DataFrame, F64] | None:
     """The completed (measured) turns and their turn index, or ``None`` without them."""
     if "ttft_s" not in turns.columns or turns.empty:
         return None
     if "turn" in turns.columns:
-        idx = _floats(turns["turn"])
+        idx = floats(turns["turn"])
     elif "turn" in (turns.index.names or ()):
         idx = turns.index.get_level_values("turn").to_numpy(dtype=np.float64)
     else:
@@ -65,16 +65,16 @@ def plot_ttft_by_turn(turns: pd.DataFrame, *, percentiles: tuple[float, ...] = (
     Returns:
         The Axes.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "TTFT by turn"
     got = _turn_rows(turns, include_warmup)
     if got is None:
-        return _no_data(ax, title, "no data (no turns frame)")
+        return no_data(ax, title, "no data (no turns frame)")
     rows, idx = got
-    ttft = _floats(rows["ttft_s"]) * 1000.0
+    ttft = floats(rows["ttft_s"]) * 1000.0
     ok = np.isfinite(ttft)
     if not ok.any():
-        return _no_data(ax, title, "no data (no TTFT: stream=True measures it)")
+        return no_data(ax, title, "no data (no TTFT: stream=True measures it)")
     ttft, idx = ttft[ok], idx[ok]
     ks = np.unique(idx)
     if points:
@@ -109,24 +109,24 @@ def plot_ttft_vs_cache_hit(turns: pd.DataFrame, *, include_warmup: bool = False,
     Returns:
         The Axes.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "TTFT vs prefix-cache hits"
     got = _turn_rows(turns, include_warmup)
     if got is None:
-        return _no_data(ax, title, "no data (no turns frame)")
+        return no_data(ax, title, "no data (no turns frame)")
     rows, idx = got
     if "cache_hit_ratio" in rows.columns:
-        ratio = _floats(rows["cache_hit_ratio"])
+        ratio = floats(rows["cache_hit_ratio"])
     elif {"cached_tokens", "prompt_tokens"} <= set(rows.columns):
-        prompt = _floats(rows["prompt_tokens"])
+        prompt = floats(rows["prompt_tokens"])
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(prompt > 0, _floats(rows["cached_tokens"]) / prompt, np.nan)
+            ratio = np.where(prompt > 0, floats(rows["cached_tokens"]) / prompt, np.nan)
     else:
-        return _no_data(ax, title, "no data (no cached_tokens column)")
-    ttft = _floats(rows["ttft_s"]) * 1000.0
+        return no_data(ax, title, "no data (no cached_tokens column)")
+    ttft = floats(rows["ttft_s"]) * 1000.0
     ok = np.isfinite(ttft) & np.isfinite(ratio)
     if not ok.any():
-        return _no_data(ax, title, "no data (no TTFT or cache counts)")
+        return no_data(ax, title, "no data (no TTFT or cache counts)")
     pts = ax.scatter(ratio[ok], ttft[ok], c=idx[ok],
                      **{"s": 10, "cmap": "viridis", "gid": "ttft_vs_cache", **style})
     ax.figure.colorbar(pts, ax=ax, label="turn")

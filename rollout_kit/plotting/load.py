@@ -37,7 +37,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ..tracing import schema as S
-from ._common import _F64, STATUS_COLORS, _axes, _check_choice, _floats, _no_data
+from ._common import F64, STATUS_COLORS, axes_for, check_choice, floats, no_data
 from .server import lane_layout
 
 __all__ = ["load_sweep_figure", "plot_achieved_rate", "plot_goodput",
@@ -54,14 +54,14 @@ def _sorted(df: pd.DataFrame, by: str) -> pd.DataFrame:
     return df.sort_values(by, kind="stable") if by in df.columns else df
 
 
-def _level_x(df: pd.DataFrame) -> tuple[_F64, str]:
+def _level_x(df: pd.DataFrame) -> tuple[F64, str]:
     """x values for per-level plots: the offered rate, or the level for concurrency sweeps."""
     if "offered_rate" in df.columns:
-        x = _floats(df["offered_rate"])
+        x = floats(df["offered_rate"])
         if np.isfinite(x).all():
             return x, "offered rate (req/s)"
     if "level" in df.columns:
-        return _floats(df["level"]), "level (max concurrency)"
+        return floats(df["level"]), "level (max concurrency)"
     return np.arange(len(df), dtype=np.float64), "level"
 
 
@@ -71,7 +71,7 @@ def _saturated(df: pd.DataFrame) -> np.ndarray[Any, np.dtype[np.bool_]]:
     return df["saturated"].fillna(False).astype(bool).to_numpy()
 
 
-def _mark_saturated(ax: Axes, x: _F64, y: _F64, sat: np.ndarray[Any, np.dtype[np.bool_]]) -> None:
+def _mark_saturated(ax: Axes, x: F64, y: F64, sat: np.ndarray[Any, np.dtype[np.bool_]]) -> None:
     m = sat & np.isfinite(x) & np.isfinite(y)
     if m.any():
         ax.scatter(x[m], y[m], s=110, facecolors="none", edgecolors=SATURATED_COLOR,
@@ -98,22 +98,22 @@ def plot_latency_vs_throughput(df: pd.DataFrame, *, metric: str = "ttft",
     Returns:
         The Axes.
     """
-    _check_choice("metric", metric, _METRICS)
+    check_choice("metric", metric, _METRICS)
     for stat in stats:
-        _check_choice("stat", stat, tuple(_STAT_STYLES))
-    ax = _axes(ax)
+        check_choice("stat", stat, tuple(_STAT_STYLES))
+    ax = axes_for(ax)
     title = f"{metric.upper()} vs throughput"
     cols = [f"{stat}_{metric}_ms" for stat in stats]
     cols = [c for c in cols if c in df.columns]
     if x not in df.columns or not cols or df.empty:
-        return _no_data(ax, title, "no data (no sweep levels with latency)")
+        return no_data(ax, title, "no data (no sweep levels with latency)")
     d = _sorted(df, x)
-    xs = _floats(d[x])
+    xs = floats(d[x])
     sat = _saturated(d)
     drawn = False
     for col in cols:
         stat = col.split("_", 1)[0]
-        ys = _floats(d[col])
+        ys = floats(d[col])
         ok = np.isfinite(xs) & np.isfinite(ys)
         if not ok.any():
             continue
@@ -123,7 +123,7 @@ def plot_latency_vs_throughput(df: pd.DataFrame, *, metric: str = "ttft",
         ax.plot(xs[ok], ys[ok], label=f"{stat} {metric}", gid=f"knee:{col}", **kw)
         _mark_saturated(ax, xs, ys, sat if col == cols[-1] else np.zeros_like(sat))
     if not drawn:
-        return _no_data(ax, title, "no data (latency columns are empty)")
+        return no_data(ax, title, "no data (latency columns are empty)")
     if log:
         ax.set_yscale("log")
     else:
@@ -150,17 +150,17 @@ def plot_goodput(df: pd.DataFrame, *, throughput: bool = True, ax: Axes | None =
     Returns:
         The Axes.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Goodput vs offered rate"
     if df.empty or not ({"request_goodput", "request_throughput"} & set(df.columns)):
-        return _no_data(ax, title, "no data (no goodput column)")
+        return no_data(ax, title, "no data (no goodput column)")
     d = _sorted(df, "level")
     xs, xlabel = _level_x(d)
     order = np.argsort(xs, kind="stable")
     d, xs = d.iloc[order], xs[order]
     sat = _saturated(d)
-    if "request_goodput" in d.columns and np.isfinite(_floats(d["request_goodput"])).any():
-        gy = _floats(d["request_goodput"])
+    if "request_goodput" in d.columns and np.isfinite(floats(d["request_goodput"])).any():
+        gy = floats(d["request_goodput"])
         ax.plot(xs, gy, marker="o", label="goodput (met all SLOs)", gid="goodput",
                 **{"color": STATUS_COLORS["accepted"], **style})
         _mark_saturated(ax, xs, gy, sat)
@@ -168,7 +168,7 @@ def plot_goodput(df: pd.DataFrame, *, throughput: bool = True, ax: Axes | None =
         ax.text(0.02, 0.95, "no SLOs given (goodput not computed)", transform=ax.transAxes,
                 va="top", color="#6b7280", gid="no-goodput")
     if throughput and "request_throughput" in d.columns:
-        ax.plot(xs, _floats(d["request_throughput"]), marker=".", color="#374151",
+        ax.plot(xs, floats(d["request_throughput"]), marker=".", color="#374151",
                 linestyle="--", label="request throughput", gid="throughput")
     ax.set_ylim(bottom=0.0)
     ax.set_xlabel(xlabel)
@@ -194,15 +194,15 @@ def plot_achieved_rate(df: pd.DataFrame, *, tolerance: float = 0.95, ax: Axes | 
     Returns:
         The Axes; the ideal line's gid is ``"ideal"``.
     """
-    ax = _axes(ax)
+    ax = axes_for(ax)
     title = "Achieved vs offered rate"
     if df.empty or not {"offered_rate", "achieved_rate"} <= set(df.columns):
-        return _no_data(ax, title, "no data (no offered/achieved rate)")
+        return no_data(ax, title, "no data (no offered/achieved rate)")
     d = _sorted(df, "offered_rate")
-    xs, ys = _floats(d["offered_rate"]), _floats(d["achieved_rate"])
+    xs, ys = floats(d["offered_rate"]), floats(d["achieved_rate"])
     ok = np.isfinite(xs) & np.isfinite(ys)
     if not ok.any():
-        return _no_data(ax, title, "no data (offered rate is unbounded)")
+        return no_data(ax, title, "no data (offered rate is unbounded)")
     xs, ys, sat = xs[ok], ys[ok], _saturated(d)[ok]
     hi = float(max(xs.max(), ys.max())) * 1.05
     ax.plot([0.0, hi], [0.0, hi], color=IDEAL_COLOR, linewidth=1, label="achieved = offered",
@@ -240,18 +240,18 @@ def plot_send_lag(frame: pd.DataFrame, *, kind: Literal["hist", "time"] = "hist"
     Returns:
         The Axes.
     """
-    _check_choice("kind", kind, ("hist", "time"))
-    ax = _axes(ax)
+    check_choice("kind", kind, ("hist", "time"))
+    ax = axes_for(ax)
     title = "Send lag" if kind == "hist" else "Send lag over time"
     if "send_lag_s" not in frame.columns or frame.empty:
-        return _no_data(ax, title, "no data (no send_lag_s column)")
+        return no_data(ax, title, "no data (no send_lag_s column)")
     f = frame
     if not include_warmup and "warmup" in f.columns:
         f = f[~f["warmup"].fillna(False).astype(bool)]
-    lag = _floats(f["send_lag_s"]) * 1000.0
+    lag = floats(f["send_lag_s"]) * 1000.0
     ok = np.isfinite(lag)
     if not ok.any():
-        return _no_data(ax, title, "no data (no request was sent)")
+        return no_data(ax, title, "no data (no request was sent)")
     if kind == "hist":
         v = lag[ok]
         ax.hist(v, bins=bins, color="#60a5fa", gid="send_lag", **style)
@@ -264,8 +264,8 @@ def plot_send_lag(frame: pd.DataFrame, *, kind: Literal["hist", "time"] = "hist"
         ax.legend(fontsize="small")
     else:
         if "scheduled_s" not in f.columns:
-            return _no_data(ax, title, "no data (no scheduled_s column)")
-        t = _floats(f["scheduled_s"])
+            return no_data(ax, title, "no data (no scheduled_s column)")
+        t = floats(f["scheduled_s"])
         m = ok & np.isfinite(t)
         ax.scatter(t[m], lag[m], **{"s": 6, "color": "#2563eb", "gid": "send_lag", **style})
         ax.set_xlabel("scheduled send time (s since start)")
@@ -282,7 +282,7 @@ def _level_windows(sweep: pd.DataFrame) -> list[tuple[Any, float, float, bool]]:
     """(level, start_ts, end_ts, saturated) of the sweep's rows with a known window."""
     if not {"start_ts", "end_ts"} <= set(sweep.columns) or sweep.empty:
         return []
-    lo, hi = _floats(sweep["start_ts"]), _floats(sweep["end_ts"])
+    lo, hi = floats(sweep["start_ts"]), floats(sweep["end_ts"])
     sat = (sweep["saturated"].fillna(False).astype(bool).to_numpy()
            if "saturated" in sweep.columns else np.zeros(len(sweep), dtype=bool))
     levels = sweep["level"].to_numpy() if "level" in sweep.columns else np.arange(len(sweep))
@@ -312,8 +312,8 @@ def plot_level_server_state(sweep: pd.DataFrame, server_metrics: pd.DataFrame, *
                               figsize=(3.0 * max(len(windows), 1), 2.6), layout="constrained")
         axes = list(new[0])
     if not windows:
-        return [_no_data(axes[0], "Server state", "no data (no level windows)")]
-    ts = _floats(server_metrics[S.TS]) if S.TS in server_metrics.columns else np.empty(0)
+        return [no_data(axes[0], "Server state", "no data (no level windows)")]
+    ts = floats(server_metrics[S.TS]) if S.TS in server_metrics.columns else np.empty(0)
     for i, (ax, (level, lo, hi, sat)) in enumerate(zip(axes, windows, strict=True)):
         # a scrape before the window: the rates and the first step start at the window
         part = server_metrics[(ts >= lo - 1.0) & (ts <= hi)]

@@ -29,7 +29,7 @@ from .. import analysis
 from ..errors import ConfigError
 from ..tracing import schema as S
 from ..tracing.server_metrics import SERIES_NAMES
-from ._common import _F64, QUEUED_COLOR, _axes, _floats, _no_data, color_of_phase
+from ._common import F64, QUEUED_COLOR, axes_for, color_of_phase, floats, no_data
 
 __all__ = ["DEFAULT_LANES", "WHY_PARTS", "Lane", "attach_lanes", "lane_layout",
            "plot_server_lanes", "plot_why_slow", "why_slow_figure"]
@@ -64,7 +64,7 @@ class Lane:
     series: str
     label: str
     step: Literal["pre", "post"]
-    lines: tuple[tuple[str, _F64, _F64], ...]
+    lines: tuple[tuple[str, F64, F64], ...]
 
 
 def _check_lanes(lanes: Sequence[str]) -> tuple[str, ...]:
@@ -104,27 +104,27 @@ def lane_layout(metrics: pd.DataFrame, lanes: Sequence[str] = DEFAULT_LANES, *,
         label, scale = _LANE_STYLE[name]
         step: Literal["pre", "post"] = "post" if name in _GAUGES else "pre"
         part = series[series["series"].astype(str) == name]
-        lines: list[tuple[str, _F64, _F64]] = []
+        lines: list[tuple[str, F64, F64]] = []
         if len(part) and merge:
             lines.append(_merged(part, name, t0, scale, len(servers)))
         elif len(part):
             for server, g in part.groupby(part[S.SERVER].astype(str), sort=True):
-                lines.append((str(server), _floats(g[S.TS]) - t0,
-                              _floats(g[S.VALUE]) * scale))
+                lines.append((str(server), floats(g[S.TS]) - t0,
+                              floats(g[S.VALUE]) * scale))
         out.append(Lane(name, label, step, tuple(lines)))
     return out
 
 
 def _merged(part: pd.DataFrame, name: str, t0: float, scale: float,
-            n: int) -> tuple[str, _F64, _F64]:
+            n: int) -> tuple[str, F64, F64]:
     """All servers' values of one series as one line, on a grid of the scrape interval."""
-    ts = _floats(part[S.TS])
+    ts = floats(part[S.TS])
     server = part[S.SERVER].astype(str).to_numpy()
     gaps = pd.Series(ts).groupby(server).diff().to_numpy(dtype=np.float64)
     gaps = gaps[np.isfinite(gaps) & (gaps > 0)]
     width = float(np.median(gaps)) if len(gaps) else 1.0  # the scrape interval
     df = pd.DataFrame({"bin": np.floor((ts - t0) / width), "server": server,
-                       "v": _floats(part[S.VALUE])})
+                       "v": floats(part[S.VALUE])})
     table = df.pivot_table(index="bin", columns="server", values="v", aggfunc="last").ffill()
     agg = table.sum(axis=1, min_count=1) if name in _SUMMED else table.mean(axis=1)
     # a gauge holds from its bin on; a rate describes the bin before its scrape
@@ -219,7 +219,7 @@ def plot_server_lanes(metrics: pd.DataFrame, lanes: Sequence[str] = DEFAULT_LANE
     """
     names = _check_lanes(lanes)
     if t0 is None:
-        ts = _floats(metrics[S.TS]) if S.TS in metrics.columns else np.empty(0)
+        ts = floats(metrics[S.TS]) if S.TS in metrics.columns else np.empty(0)
         t0 = float(np.nanmin(ts)) if np.isfinite(ts).any() else 0.0
     layout = lane_layout(metrics, names, t0=t0)
     if axes is None:
@@ -252,11 +252,11 @@ WHY_PARTS = (
 )
 
 
-def _col(table: pd.DataFrame, name: str) -> _F64:
-    return _floats(table[name]) if name in table.columns else np.full(len(table), np.nan)
+def _col(table: pd.DataFrame, name: str) -> F64:
+    return floats(table[name]) if name in table.columns else np.full(len(table), np.nan)
 
 
-def _why_layout(table: pd.DataFrame) -> list[tuple[str, str, str, _F64, _F64]]:
+def _why_layout(table: pd.DataFrame) -> list[tuple[str, str, str, F64, F64]]:
     """(key, label, colour, left, width) of each part, over the rows of a why_slow table.
 
     A row's bar is its controller queue, its generation (split into the server's parts
@@ -266,7 +266,7 @@ def _why_layout(table: pd.DataFrame) -> list[tuple[str, str, str, _F64, _F64]]:
     """
     z = np.zeros(len(table))
 
-    def nz(a: _F64) -> _F64:
+    def nz(a: F64) -> F64:
         return np.nan_to_num(a, nan=0.0)
 
     gen = nz(_col(table, "generate_s"))
@@ -285,7 +285,7 @@ def _why_layout(table: pd.DataFrame) -> list[tuple[str, str, str, _F64, _F64]]:
               "tool": nz(_col(table, "tool_s")), "reward": nz(_col(table, "reward_s")),
               "other": nz(_col(table, "other_s"))}
     left = z.copy()
-    out: list[tuple[str, str, str, _F64, _F64]] = []
+    out: list[tuple[str, str, str, F64, F64]] = []
     for key, label, color in WHY_PARTS:
         w = widths[key]
         out.append((key, label, color, left.copy(), w))
@@ -308,10 +308,10 @@ def plot_why_slow(table: pd.DataFrame, *, ax: Axes | None = None, verdicts: bool
     Returns:
         The Axes.
     """
-    ax = _axes(ax, (10.0, 1.2 + 0.5 * max(len(table), 1)))
+    ax = axes_for(ax, (10.0, 1.2 + 0.5 * max(len(table), 1)))
     title = "Why was it slow"
     if table.empty:
-        return _no_data(ax, title)
+        return no_data(ax, title)
     y = np.arange(len(table), dtype=np.float64)
     drawn: list[Any] = []
     end = np.zeros(len(table))

@@ -19,20 +19,20 @@ from .. import analysis
 from ..errors import ConfigError
 from ..tracing import schema as S
 from ._common import (
-    _F64,
     _HATCH_ROWS,
     _LABEL_ROWS,
+    F64,
     IDLE_COLOR,
     MARKED_STATUSES,
     QUEUED_COLOR,
     RUNNING_COLOR,
     STATUS_COLORS,
-    _axes,
-    _check_choice,
-    _floats,
-    _no_data,
-    _tasks_frame,
+    axes_for,
+    check_choice,
     color_of_phase,
+    floats,
+    no_data,
+    tasks_frame,
 )
 from .server import DEFAULT_LANES, attach_lanes
 
@@ -51,10 +51,10 @@ class _Rows:
 
     task: np.ndarray[Any, np.dtype[np.int64]]  # task id per row
     key: pd.Index[Any]  # task id (by task) or (task, session) (by session)
-    y: _F64  # y position per row
+    y: F64  # y position per row
     status: np.ndarray[Any, np.dtype[np.object_]]  # task status per row ("" when unknown)
-    lo: _F64  # row extent start (NaN when unknown)
-    hi: _F64  # row extent end (NaN when the task never ended)
+    lo: F64  # row extent start (NaN when unknown)
+    hi: F64  # row extent end (NaN when the task never ended)
 
     @property
     def marked(self) -> np.ndarray[Any, np.dtype[np.bool_]]:
@@ -79,7 +79,7 @@ def _session_keys(spans: pd.DataFrame) -> pd.DataFrame:
         .to_numpy(dtype=np.int64)})
 
 
-def _per_row(values: pd.Series[Any], rows_task: np.ndarray[Any, Any]) -> _F64:
+def _per_row(values: pd.Series[Any], rows_task: np.ndarray[Any, Any]) -> F64:
     """Map a per-task Series (indexed by task id) to rows."""
     values = values[~values.index.duplicated()]
     return values.reindex(rows_task).to_numpy(dtype=np.float64, na_value=np.nan)
@@ -99,14 +99,14 @@ def _layout(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, by: str,
     tix = tasks.set_index(S.TASK_ID) if tasks is not None else None
     if sort == "duration":
         if tix is not None and S.TOTAL_S in tix.columns and by == "task":
-            k = -_per_row(pd.Series(_floats(tix[S.TOTAL_S]), index=tix.index), task)
+            k = -_per_row(pd.Series(floats(tix[S.TOTAL_S]), index=tix.index), task)
         else:
             assert extent is not None
             k = -(extent[1] - extent[0])
     else:
         col = S.SUBMIT_TS if sort == "submit" else S.DISPATCH_TS
         if tix is not None and col in tix.columns:
-            k = _per_row(pd.Series(_floats(tix[col]), index=tix.index), task)
+            k = _per_row(pd.Series(floats(tix[col]), index=tix.index), task)
         else:
             k = extent[0] if extent is not None else np.zeros(len(task))
     second = (key.get_level_values(1).to_numpy(dtype=np.float64)
@@ -118,10 +118,10 @@ def _layout(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, by: str,
     nan = np.full(len(task), np.nan)
     lo, hi = extent if extent is not None else (nan, nan)
     if tix is not None:
-        def task_col(name: str) -> _F64:
+        def task_col(name: str) -> F64:
             if name not in tix.columns:
                 return nan
-            return _per_row(pd.Series(_floats(tix[name]), index=tix.index), task)
+            return _per_row(pd.Series(floats(tix[name]), index=tix.index), task)
 
         if S.STATUS in tix.columns:
             st = tix[S.STATUS].astype("string")
@@ -138,7 +138,7 @@ _RECT_CODES = np.array([Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path
                        dtype=Path.code_type)
 
 
-def _rects_path(start: _F64, end: _F64, y: _F64, height: float) -> Path | None:
+def _rects_path(start: F64, end: F64, y: F64, height: float) -> Path | None:
     """All rectangles ``[start, end] × [y - h/2, y + h/2]`` as ONE compound path.
 
     Each rectangle is 5 vertices (MOVETO, 3 × LINETO, CLOSEPOLY), built with numpy: no
@@ -156,15 +156,15 @@ def _rects_path(start: _F64, end: _F64, y: _F64, height: float) -> Path | None:
 
 def _segments(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, rows: _Rows,
               by: str, color_by: str
-              ) -> list[tuple[str, str, _F64, _F64, _F64, dict[str, Any]]]:
+              ) -> list[tuple[str, str, F64, F64, F64, dict[str, Any]]]:
     """(kind, colour, start, end, y, extra kwargs) of every segment kind, bottom first."""
-    segs: list[tuple[str, str, _F64, _F64, _F64, dict[str, Any]]] = []
+    segs: list[tuple[str, str, F64, F64, F64, dict[str, Any]]] = []
     n = len(rows.task)
     tix = tasks.drop_duplicates(S.TASK_ID).set_index(S.TASK_ID) if tasks is not None else None
 
-    def task_col(col: str) -> _F64:
+    def task_col(col: str) -> F64:
         assert tix is not None
-        return _per_row(pd.Series(_floats(tix[col]), index=tix.index), rows.task)
+        return _per_row(pd.Series(floats(tix[col]), index=tix.index), rows.task)
 
     # idle: the row's whole active extent, underneath its phases
     if spans is not None:
@@ -202,7 +202,7 @@ def _segments(spans: pd.DataFrame | None, tasks: pd.DataFrame | None, rows: _Row
                              if by == "session" else pd.Index(spans[S.TASK_ID].astype("int64")))
     pos = rows.key.get_indexer(target)
     y = np.where(pos >= 0, rows.y[pos], np.nan)  # spans of tasks not in ``tasks``: not drawn
-    start, end = _floats(spans[S.START]), _floats(spans[S.END])
+    start, end = floats(spans[S.START]), floats(spans[S.END])
     if color_by == "phase":
         groups = spans[S.PHASE].astype("string").fillna("?").to_numpy()
         kinds = analysis.phase_names(spans)
@@ -230,7 +230,7 @@ SERVER_SEGMENTS = (("server queue", "queue_s", "#94a3b8"),
 
 
 def _server_segments(server_spans: pd.DataFrame, rows: _Rows, by: str
-                     ) -> list[tuple[str, str, _F64, _F64, _F64]]:
+                     ) -> list[tuple[str, str, F64, F64, F64]]:
     """(kind, colour, start, end, y) of the server's queue / prefill / decode per request.
 
     Each joined server span (``rollout_kit.otel.join_server_spans(...).spans``) starts at its
@@ -244,10 +244,10 @@ def _server_segments(server_spans: pd.DataFrame, rows: _Rows, by: str
                              else pd.Index(df[S.TASK_ID].astype("int64")))
     pos = rows.key.get_indexer(target)
     y = np.where(pos >= 0, rows.y[pos], np.nan)
-    t = _floats(df["start_ts"])
-    out: list[tuple[str, str, _F64, _F64, _F64]] = []
+    t = floats(df["start_ts"])
+    out: list[tuple[str, str, F64, F64, F64]] = []
     for kind, col, color in SERVER_SEGMENTS:
-        end = t + _floats(df[col])
+        end = t + floats(df[col])
         out.append((kind, color, t, end, y))
         t = np.where(np.isfinite(end), end, t)
     return out
@@ -329,15 +329,15 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
             ``by="conversation"`` without ``sessions``.
         TraceSchemaError: a frame lacks required columns.
     """
-    _check_choice("by", by, ("task", "session", "conversation"))
+    check_choice("by", by, ("task", "session", "conversation"))
     lane = "conversation" if by == "conversation" else "session"
     if by == "conversation" and analysis.is_spans(spans_or_tasks):
         spans_or_tasks = _conversation_lanes(spans_or_tasks, sessions)
         if server_spans is not None:
             server_spans = _conversation_lanes(server_spans, sessions)
         by = "session"
-    _check_choice("color_by", color_by, ("phase", "status", "server"))
-    _check_choice("sort", sort, ("submit", "dispatch", "duration"))
+    check_choice("color_by", color_by, ("phase", "status", "server"))
+    check_choice("sort", sort, ("submit", "dispatch", "duration"))
     spans: pd.DataFrame | None = None
     if analysis.is_spans(spans_or_tasks):
         need = (S.TASK_ID, S.SESSION_ID, S.PHASE, S.START, S.END) if by == "session" else \
@@ -350,16 +350,16 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         if by != "task":
             raise ConfigError(f"by={by!r} needs the spans frame")
         tasks = spans_or_tasks
-    tasks = _tasks_frame(tasks) if tasks is not None else None
-    ax = _axes(ax, (10.0, 5.0))
+    tasks = tasks_frame(tasks) if tasks is not None else None
+    ax = axes_for(ax, (10.0, 5.0))
     title = "Latency timeline"
     if (spans is None or spans.empty) and (tasks is None or tasks.empty):
-        return _no_data(ax, title)
+        return no_data(ax, title)
     if spans is not None and spans.empty:
         spans = None
     rows = _layout(spans, tasks, by, sort)
-    t0 = (float(np.nanmin(_floats(tasks[S.SUBMIT_TS]))) if tasks is not None and
-          tasks[S.SUBMIT_TS].notna().any() else float(np.nanmin(_floats(spans[S.START]))))  # type: ignore[index]
+    t0 = (float(np.nanmin(floats(tasks[S.SUBMIT_TS]))) if tasks is not None and
+          tasks[S.SUBMIT_TS].notna().any() else float(np.nanmin(floats(spans[S.START]))))  # type: ignore[index]
     handles: list[Patch] = []
     xmax = 0.0
     for kind, color, start, end, y, extra in _segments(spans, tasks, rows, by, color_by):
@@ -394,7 +394,7 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         xmax = max(xmax, _draw_marks(ax, rows, t0, height, pad, unit, handles))
         xmin = -2 * pad if n <= _HATCH_ROWS else 0.0  # room for an outline starting at 0
     if not handles:
-        return _no_data(ax, title, "no data (no task was dispatched or started)")
+        return no_data(ax, title, "no data (no task was dispatched or started)")
     ax.set_xlim(xmin, xmax * 1.01 if xmax > 0 else 1.0)
     ax.set_ylim(n - 0.5, -0.5)
     show = labels if labels is not None else n <= _LABEL_ROWS
