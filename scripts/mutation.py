@@ -53,12 +53,12 @@ class Module:
 
 
 _TRACING = ("tracer", "live", "store", "frames", "scopes")
-# packages of tracing that were one file each (issue 15): every module of the package
-_TRACING_PACKAGES = ("store", "tracer")
+# parts of tracing that are packages: every module of the package (the store is private)
+_TRACING_PACKAGES = {"store": "_store"}
 
 
 def _tracing_files(m: str) -> str:
-    return (f"rollout_kit/tracing/{m}/*.py" if m in _TRACING_PACKAGES
+    return (f"rollout_kit/tracing/{_TRACING_PACKAGES[m]}/*.py" if m in _TRACING_PACKAGES
             else f"rollout_kit/tracing/{m}.py")
 
 
@@ -89,6 +89,12 @@ MODULES: dict[str, Module] = {
                        ("tests/test_executor.py", "tests/test_executor_edges.py")),
     "tracing": Module(tuple(_tracing_files(m) for m in _TRACING), _TRACING_TESTS,
                       _TRACING_SLOW),
+    "load": Module(("rollout_kit/load/metrics.py", "rollout_kit/load/arrivals.py"),
+                   ("tests/load", "tests/test_load_otel_replay_edges.py")),
+    "otel": Module(("rollout_kit/otel/join.py", "rollout_kit/otel/spans.py"),
+                   ("tests/test_otel.py", "tests/test_load_otel_replay_edges.py")),
+    "replay": Module(("rollout_kit/replay/compare.py", "rollout_kit/replay/calls.py"),
+                     ("tests/test_replay.py", "tests/test_load_otel_replay_edges.py")),
     # one module of it at a time (the whole is ~3,000 mutants)
     **{f"tracing.{m}": Module((_tracing_files(m),), _TRACING_TESTS, _TRACING_SLOW)
        for m in _TRACING},
