@@ -198,7 +198,10 @@ class RolloutController:
         """Start the metrics scraper on ``loop`` (once; a no-op when ``scrape_interval`` is
         ``None``, when no engine names servers to scrape, with a disabled tracer, or once
         closed)."""
-        if self._scrape_interval is None or self._closed or not self.tracer.enabled:
+        if self._scrape_interval is None or self._closed:
+            return
+        if not self.tracer.enabled:
+            self._scrape_interval = None  # nothing to record into: later submits skip this
             return
         if self.scraper is None:
             from ..engines.scrape import MetricsScraper, scrape_targets

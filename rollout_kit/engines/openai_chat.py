@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from ..config import GenerationConfig
 from .backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
+from .vllm import add_openai_options
 
 __all__ = ["ChatStreamParser", "OpenAIChat", "build_chat_request", "parse_chat_response"]
 
@@ -24,46 +25,31 @@ CHAT_ENDPOINT = "/v1/chat/completions"
 
 def build_chat_request(*, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                        gconfig: GenerationConfig, max_new_tokens: int, stream: bool,
-                       model: str | None, template_kwargs: dict[str, Any] | None = None,
-                       extras: bool = True) -> dict[str, Any]:
-    """The JSON body of one chat request.
-
-    ``extras`` adds the vLLM/SGLang sampling extensions (``top_k``, ``ignore_eos``,
-    ``skip_special_tokens``, ``stop_token_ids``) and asks for token ids.
-    """
+                       model: str | None,
+                       template_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON body of one chat request, with the vLLM/SGLang sampling extensions
+    (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and token ids asked for."""
     g = gconfig
     body: dict[str, Any] = {
         "messages": messages,
         "max_tokens": max_new_tokens,
         "temperature": g.effective_temperature,
         "top_p": g.top_p,
+        "top_k": g.top_k,
+        "ignore_eos": g.ignore_eos,
+        "skip_special_tokens": g.skip_special_tokens,
         "frequency_penalty": g.frequency_penalty,
+        "return_token_ids": True,
         "stream": stream,
     }
-    if extras:
-        body["top_k"] = g.top_k
-        body["ignore_eos"] = g.ignore_eos
-        body["skip_special_tokens"] = g.skip_special_tokens
-        body["return_token_ids"] = True
-        if g.stop_token_ids:
-            body["stop_token_ids"] = list(g.stop_token_ids)
     if tools:
         body["tools"] = tools
     if template_kwargs:
         body["chat_template_kwargs"] = template_kwargs
     if g.logprobs:
         body["logprobs"] = True
-        if extras:
-            body["return_tokens_as_token_ids"] = True
-    if model:
-        body["model"] = model
-    if g.stop:
-        body["stop"] = list(g.stop)
-    if g.seed is not None:
-        body["seed"] = g.seed
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    return body
+        body["return_tokens_as_token_ids"] = True
+    return add_openai_options(body, g, model, stream)
 
 
 def _logprobs(choice: dict[str, Any]) -> tuple[list[int], list[float]]:

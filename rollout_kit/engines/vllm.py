@@ -26,7 +26,24 @@ from .backend import (
     token_ids,
 )
 
-__all__ = ["VLLMBackend", "VLLMStreamParser", "token_id_of"]
+__all__ = ["VLLMBackend", "VLLMStreamParser", "add_openai_options", "token_id_of"]
+
+
+def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
+                       stream: bool) -> dict[str, Any]:
+    """The optional fields the OpenAI-compatible bodies share (completions and chat): the
+    model, stop strings and ids, the seed, usage in the stream."""
+    if model:
+        body["model"] = model
+    if g.stop:
+        body["stop"] = list(g.stop)
+    if g.stop_token_ids:
+        body["stop_token_ids"] = list(g.stop_token_ids)
+    if g.seed is not None:
+        body["seed"] = g.seed
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
 
 
 def token_id_of(token: str) -> int:
@@ -130,17 +147,7 @@ class VLLMBackend(Backend):
         if g.logprobs:
             body["logprobs"] = 0
             body["return_tokens_as_token_ids"] = True
-        if model:
-            body["model"] = model
-        if g.stop:
-            body["stop"] = list(g.stop)
-        if g.stop_token_ids:
-            body["stop_token_ids"] = list(g.stop_token_ids)
-        if g.seed is not None:
-            body["seed"] = g.seed
-        if stream:
-            body["stream_options"] = {"include_usage": True}
-        return body
+        return add_openai_options(body, g, model, stream)
 
     def parse_response(self, body: Any) -> Segment:
         if not isinstance(body, dict):
