@@ -299,6 +299,8 @@ def _load(path: Path) -> None:
 @example(header=HEADER, records=[{**VALID_MARK, "ts": 1e300}])
 @example(header={**HEADER, "wall_epoch": 1e300}, records=[VALID_TASK])
 @example(header=HEADER, records=[{**VALID_TASK, "error": []}])  # was a raw ValueError
+# a span naming a session its task does not have: was a raw ValueError in the frames
+@example(header=HEADER, records=[{**VALID_TASK, "spans": [[1, "generate", 116, 127, 0]]}])
 def test_fuzz_trace_loader(tmp_path_factory: pytest.TempPathFactory, header: Any,
                            records: list[Any]) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "t.jsonl"

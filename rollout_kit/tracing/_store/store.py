@@ -330,6 +330,8 @@ class Store(Buffers):
         ]
         spans: list[int] = []
         for local, name, start, end, flags in rec["spans"]:
+            if not -1 <= int(local) < len(sessions):
+                raise ValueError("a span's session index is outside its task's sessions")
             spans.extend((int(local), phases.phase_code(name), int(start) + shift,
                           int(end) + shift, int(flags)))
         events: list[EventRow] = [
