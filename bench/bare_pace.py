@@ -3,13 +3,13 @@
 It sends the schedule ``rollout-kit load`` sends (``Arrivals(rate, seed=0)``: the same
 Poisson offsets) to a ``/v1/completions`` server, with the same body as rollout_kit's vLLM
 backend (64 prompt token ids, ``max_tokens``, ``ignore_eos``, streamed with usage), and the
-same kernel timer (:class:`rollout_kit.load.alarm.Alarm`) until :data:`SPIN_S` before each
+same kernel timer (:class:`rollout_kit.load._alarm.Alarm`) until :data:`SPIN_S` before each
 deadline, then ``sleep(0)`` until it passes, then ``create_task``: the best a plain sender
 does. Each request is its own asyncio task; its send lag is the instant that task starts
 minus its due time, one loop turn after the decision. rollout_kit's is the instant its
 workflow calls ``generate_async``, with the controller, executor, workflow, engine,
 transport and tracer above the wire; it submits each task before the due time and the task
-waits for it (``rollout_kit.load.runner.PRESTAGE_S``).
+waits for it (``rollout_kit.load._runner.PRESTAGE_S``).
 Events are split into lines and each ``data:`` line decoded with orjson, as a client must.
 
 Usage: ``python bench/bare_pace.py URL MODEL RATE N OUT_LEN RESULT.json`` (prints nothing
@@ -28,8 +28,8 @@ import aiohttp
 import numpy as np
 import orjson
 
-from rollout_kit.load.alarm import Alarm
-from rollout_kit.load.arrivals import Arrivals
+from rollout_kit.load._alarm import Alarm
+from rollout_kit.load._arrivals import Arrivals
 
 PROMPT_LEN = 64
 #: the last stretch before a deadline spent yielding to the loop (a vCPU woken from idle

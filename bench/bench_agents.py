@@ -63,11 +63,11 @@ from _common import (
 )
 from bench_engines import BARE_LIMIT, OFFERED_RATE, _poisson, latency_for
 
+from rollout_kit._config import ExecutorConfig, GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._io import ModelRequest, ModelResponse
 from rollout_kit.agents import AgentClient, AgentWorkflow
-from rollout_kit.config import ExecutorConfig, GenerationConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.io import ModelRequest, ModelResponse
-from rollout_kit.sim.chat_template import evaluate
+from rollout_kit.sim._chat_template import evaluate
 
 __all__ = ["rows"]
 

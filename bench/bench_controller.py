@@ -41,9 +41,9 @@ from _common import (
     spread,
 )
 
-from rollout_kit.config import ExecutorConfig, GenerationConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.io import ModelRequest
+from rollout_kit._config import ExecutorConfig, GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._io import ModelRequest
 
 __all__ = ["rows"]
 

@@ -50,9 +50,9 @@ from _common import (
     spread,
 )
 
-from rollout_kit.config import EngineConfig, GenerationConfig
+from rollout_kit._config import EngineConfig, GenerationConfig
+from rollout_kit._io import ModelRequest
 from rollout_kit.engines import RemoteInfEngine, RemotevLLMEngine
-from rollout_kit.io import ModelRequest
 
 __all__ = ["rows"]
 

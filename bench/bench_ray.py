@@ -35,9 +35,9 @@ from typing import Any
 
 from _common import Row, Size, check, print_rows, size_from_args
 
-from rollout_kit.config import GenerationConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.io import ModelRequest
+from rollout_kit._config import GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._io import ModelRequest
 
 __all__ = ["rows"]
 
@@ -138,7 +138,7 @@ def rows(size: Size = "quick", tasks: int | None = None, workers: int = 2,
     rounds = 1 if size == "quick" else 3
     import ray
 
-    from rollout_kit.workers.ray import RayScheduler
+    from rollout_kit.workers import RayScheduler
 
     ray.cloudpickle.register_pickle_by_value(  # type: ignore[no-untyped-call]
         sys.modules[__name__])

@@ -45,11 +45,11 @@ from typing import Any
 
 from _common import Row, Size, check, run_alone, spread
 
-from rollout_kit.config import ExecutorConfig, GenerationConfig
-from rollout_kit.controller import RolloutController
+from rollout_kit._config import ExecutorConfig, GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit._workflows import RewardMode, SingleTurnWorkflow
 from rollout_kit.engines import InferenceEngine
-from rollout_kit.io import ModelRequest, ModelResponse
-from rollout_kit.workflows import RewardMode, SingleTurnWorkflow
 
 __all__ = ["rows"]
 

@@ -4,7 +4,7 @@ The curated public API is listed in ``__all__`` (kept sorted; a test enforces it
 ``rollout_kit.sim``, ``rollout_kit.plotting``, ``rollout_kit.analysis`` and
 ``rollout_kit.notebook`` are imported by path.
 
-The names are imported on first use (PEP 562): ``import rollout_kit.errors`` or
+The names are imported on first use (PEP 562): ``import rollout_kit.tracing`` or
 ``rollout-kit --help`` do not pay for pandas and aiohttp.
 """
 
@@ -17,22 +17,17 @@ from typing import Any as _Any
 from ._version import __version__
 
 if _TYPE_CHECKING:
-    from .agents import AgentClient, AgentEndpoint, AgentWorkflow
-    from .config import (
+    from ._config import (
         EngineConfig,
         ExecutorConfig,
         GenerationConfig,
         RetryPolicy,
         Timeouts,
     )
-    from .controller import RolloutController
-    from .engines import (
-        InferenceEngine,
-        RemoteInfEngine,
-        RemoteSGLangEngine,
-        RemotevLLMEngine,
-    )
-    from .errors import (
+    from ._controller import RolloutController
+    from ._errors import (
+        AgentClosedError,
+        AgentError,
         ConfigError,
         ControllerStateError,
         DatasetError,
@@ -54,15 +49,25 @@ if _TYPE_CHECKING:
         SyncInLoopError,
         TaskIdError,
         TaskIdMismatchError,
+        ToolError,
         TraceError,
         TraceSchemaError,
         TraceStateError,
+        TurnTimeoutError,
         UnknownTaskIdError,
         WorkflowError,
     )
-    from .executor import WorkflowExecutor
-    from .ids import TaskIdGenerator
-    from .io import ModelRequest, ModelResponse, RolloutResult
+    from ._executor import WorkflowExecutor
+    from ._ids import TaskIdGenerator
+    from ._io import ModelRequest, ModelResponse, RolloutResult
+    from ._workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
+    from .agents import AgentClient, AgentEndpoint, AgentWorkflow
+    from .engines import (
+        InferenceEngine,
+        RemoteInfEngine,
+        RemoteSGLangEngine,
+        RemotevLLMEngine,
+    )
     from .tracing import (
         Tracer,
         Traces,
@@ -75,67 +80,70 @@ if _TYPE_CHECKING:
         trace_session,
     )
     from .workers import LocalScheduler
-    from .workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
 
 # public name -> the submodule that defines it
 _EXPORTS: dict[str, str] = {
+    "AgentClient": ".agents",
+    "AgentClosedError": "._errors",
+    "AgentEndpoint": ".agents",
+    "AgentError": "._errors",
+    "AgentWorkflow": ".agents",
     "annotate": ".tracing",
     "atrace_phase": ".tracing",
-    "ConfigError": ".errors",
-    "ControllerStateError": ".errors",
-    "DatasetError": ".errors",
-    "DuplicateTaskIdError": ".errors",
-    "EngineBadRequestError": ".errors",
-    "EngineConfig": ".config",
-    "EngineConnectionError": ".errors",
-    "EngineError": ".errors",
-    "EngineOverloadedError": ".errors",
-    "EngineResponseError": ".errors",
-    "EngineServerError": ".errors",
-    "EngineStatusError": ".errors",
-    "AgentClient": ".agents",
-    "AgentEndpoint": ".agents",
-    "AgentWorkflow": ".agents",
-    "EngineTimeoutError": ".errors",
-    "EngineUnreachableError": ".errors",
-    "ExecutorConfig": ".config",
-    "GenerationConfig": ".config",
+    "ConfigError": "._errors",
+    "ControllerStateError": "._errors",
+    "DatasetError": "._errors",
+    "DuplicateTaskIdError": "._errors",
+    "EngineBadRequestError": "._errors",
+    "EngineConfig": "._config",
+    "EngineConnectionError": "._errors",
+    "EngineError": "._errors",
+    "EngineOverloadedError": "._errors",
+    "EngineResponseError": "._errors",
+    "EngineServerError": "._errors",
+    "EngineStatusError": "._errors",
+    "EngineTimeoutError": "._errors",
+    "EngineUnreachableError": "._errors",
+    "ExecutorConfig": "._config",
+    "GenerationConfig": "._config",
     "increment": ".tracing",
     "InferenceEngine": ".engines",
-    "InvalidTaskIdError": ".errors",
+    "InvalidTaskIdError": "._errors",
     "load_traces": ".tracing",
     "LocalScheduler": ".workers",
-    "ModelRequest": ".io",
-    "ModelResponse": ".io",
-    "MultiTurnWorkflow": ".workflows",
-    "NoHealthyServerError": ".errors",
+    "ModelRequest": "._io",
+    "ModelResponse": "._io",
+    "MultiTurnWorkflow": "._workflows",
+    "NoHealthyServerError": "._errors",
     "register_phase": ".tracing",
     "RemoteInfEngine": ".engines",
     "RemoteSGLangEngine": ".engines",
     "RemotevLLMEngine": ".engines",
-    "RetryPolicy": ".config",
-    "RolloutController": ".controller",
-    "RolloutKitError": ".errors",
-    "RolloutResult": ".io",
-    "RolloutTimeoutError": ".errors",
-    "RolloutWorkflow": ".workflows",
-    "SchedulerError": ".errors",
-    "SingleTurnWorkflow": ".workflows",
-    "SyncInLoopError": ".errors",
-    "TaskIdError": ".errors",
-    "TaskIdGenerator": ".ids",
-    "TaskIdMismatchError": ".errors",
-    "Timeouts": ".config",
+    "RetryPolicy": "._config",
+    "RolloutController": "._controller",
+    "RolloutKitError": "._errors",
+    "RolloutResult": "._io",
+    "RolloutTimeoutError": "._errors",
+    "RolloutWorkflow": "._workflows",
+    "SchedulerError": "._errors",
+    "SingleTurnWorkflow": "._workflows",
+    "SyncInLoopError": "._errors",
+    "TaskIdError": "._errors",
+    "TaskIdGenerator": "._ids",
+    "TaskIdMismatchError": "._errors",
+    "Timeouts": "._config",
+    "ToolError": "._errors",
     "trace_phase": ".tracing",
     "trace_session": ".tracing",
-    "TraceError": ".errors",
+    "TraceError": "._errors",
     "Tracer": ".tracing",
     "Traces": ".tracing",
-    "TraceSchemaError": ".errors",
-    "TraceStateError": ".errors",
-    "UnknownTaskIdError": ".errors",
-    "WorkflowError": ".errors",
-    "WorkflowExecutor": ".executor",
+    "TraceSchemaError": "._errors",
+    "TraceStateError": "._errors",
+    "TurnTimeoutError": "._errors",
+    "UnknownTaskIdError": "._errors",
+    "WorkflowError": "._errors",
+    "WorkflowExecutor": "._executor",
 }
 
 
@@ -155,7 +163,9 @@ def __dir__() -> list[str]:
 __all__ = [
     "__version__",
     "AgentClient",
+    "AgentClosedError",
     "AgentEndpoint",
+    "AgentError",
     "AgentWorkflow",
     "annotate",
     "atrace_phase",
@@ -201,6 +211,7 @@ __all__ = [
     "TaskIdGenerator",
     "TaskIdMismatchError",
     "Timeouts",
+    "ToolError",
     "trace_phase",
     "trace_session",
     "TraceError",
@@ -208,6 +219,7 @@ __all__ = [
     "Traces",
     "TraceSchemaError",
     "TraceStateError",
+    "TurnTimeoutError",
     "UnknownTaskIdError",
     "WorkflowError",
     "WorkflowExecutor",

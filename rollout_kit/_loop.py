@@ -17,7 +17,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from .errors import ControllerStateError, SyncInLoopError
+from ._errors import ControllerStateError, SyncInLoopError
 
 __all__ = ["LoopBinding", "private_loop", "run_sync", "running_loop"]
 

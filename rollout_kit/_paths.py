@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .errors import ConfigError
+from ._errors import ConfigError
 
 __all__ = ["parse_address", "prepare_output_dir", "remove_output_dir"]
 

@@ -3,7 +3,7 @@
 In AReaL an inference engine owns a ``WorkflowExecutor`` and answers the rollout calls
 itself. rollout_kit keeps the engine to generation and server control, so this module is a
 thin adapter: :class:`AReaLEngine` wraps any :class:`~rollout_kit.engines.InferenceEngine`
-in a one-worker :class:`~rollout_kit.controller.RolloutController` (the one owner of ids and
+in a one-worker :class:`~rollout_kit.RolloutController` (the one owner of ids and
 results) and offers AReaL's method names on top. New code should hold the controller.
 
 Usage::
@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .controller import RolloutController
+from ._controller import RolloutController
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .config import ExecutorConfig
+    from ._config import ExecutorConfig
+    from ._executor import AcceptFnSpec, WorkflowSpec
+    from ._io import ModelRequest, ModelResponse, RolloutResult
     from .engines import InferenceEngine
-    from .executor import AcceptFnSpec, WorkflowSpec
-    from .io import ModelRequest, ModelResponse, RolloutResult
     from .tracing import Tracer
 
 __all__ = ["AReaLEngine"]

@@ -18,10 +18,10 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import analysis, plotting
+from ._errors import ConfigError
 from ._paths import prepare_output_dir
-from .errors import ConfigError
 from .tracing import Traces
-from .tracing.chrome import to_chrome_trace
+from .tracing._chrome import to_chrome_trace
 
 __all__ = ["CHROME_FILE", "PLOT_FILES", "REPORT_LANES", "SERVER_STATE_FILE", "export_frames",
            "write_chrome_trace", "write_report"]

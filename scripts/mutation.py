@@ -53,13 +53,14 @@ class Module:
 
 
 _TRACING = ("tracer", "live", "store", "frames", "scopes")
-# parts of tracing that are packages: every module of the package (the store is private)
-_TRACING_PACKAGES = {"store": "_store"}
+# parts of tracing that are packages: every module of the package
+_TRACING_PACKAGES = {"store"}
 
 
 def _tracing_files(m: str) -> str:
-    return (f"rollout_kit/tracing/{_TRACING_PACKAGES[m]}/*.py" if m in _TRACING_PACKAGES
-            else f"rollout_kit/tracing/{m}.py")
+    # the implementation modules are private: tracing/_tracer.py, tracing/_store/*.py
+    return (f"rollout_kit/tracing/_{m}/*.py" if m in _TRACING_PACKAGES
+            else f"rollout_kit/tracing/_{m}.py")
 
 
 # the whole folder (all fast) but the plots of imported files and the import-cycle check: a
@@ -72,28 +73,28 @@ _REMOTE_TESTS = ("tests/engines/test_remote.py", "tests/engines/test_remote_edge
 _REMOTE_REPLAY_TESTS = ("tests/test_replay.py", "tests/test_otel.py")
 
 MODULES: dict[str, Module] = {
-    "ids": Module(("rollout_kit/ids.py",), ("tests/test_ids.py",)),
+    "ids": Module(("rollout_kit/_ids.py",), ("tests/test_ids.py",)),
     "analysis": Module(("rollout_kit/analysis/*.py",),
                        ("tests/test_analysis.py", "tests/test_analysis_edges.py")),
-    "engines.routing": Module(("rollout_kit/engines/routing.py",),
+    "engines.routing": Module(("rollout_kit/engines/_routing.py",),
                               ("tests/engines/test_http_units.py",
                                "tests/engines/test_routing.py")),
-    "engines.http": Module(("rollout_kit/engines/http.py",),
+    "engines.http": Module(("rollout_kit/engines/_http.py",),
                            ("tests/engines/test_http_units.py", "tests/engines/test_http_edges.py",
                             *_REMOTE_TESTS),
                            ("thousand_concurrent",)),
-    "engines.remote": Module(("rollout_kit/engines/remote.py",),
+    "engines.remote": Module(("rollout_kit/engines/_remote.py",),
                              (*_REMOTE_TESTS, *_REMOTE_REPLAY_TESTS),
                              ("thousand_concurrent", "ray_workers", "timeline_draws")),
-    "executor": Module(("rollout_kit/executor/*.py",),
+    "executor": Module(("rollout_kit/_executor/*.py",),
                        ("tests/test_executor.py", "tests/test_executor_edges.py")),
     "tracing": Module(tuple(_tracing_files(m) for m in _TRACING), _TRACING_TESTS,
                       _TRACING_SLOW),
-    "load": Module(("rollout_kit/load/metrics.py", "rollout_kit/load/arrivals.py"),
+    "load": Module(("rollout_kit/load/_metrics.py", "rollout_kit/load/_arrivals.py"),
                    ("tests/load", "tests/test_load_otel_replay_edges.py")),
-    "otel": Module(("rollout_kit/otel/join.py", "rollout_kit/otel/spans.py"),
+    "otel": Module(("rollout_kit/otel/_join.py", "rollout_kit/otel/_spans.py"),
                    ("tests/test_otel.py", "tests/test_load_otel_replay_edges.py")),
-    "replay": Module(("rollout_kit/replay/compare.py", "rollout_kit/replay/calls.py"),
+    "replay": Module(("rollout_kit/replay/_compare.py", "rollout_kit/replay/_calls.py"),
                      ("tests/test_replay.py", "tests/test_load_otel_replay_edges.py")),
     # one module of it at a time (the whole is ~3,000 mutants)
     **{f"tracing.{m}": Module((_tracing_files(m),), _TRACING_TESTS, _TRACING_SLOW)

@@ -2,7 +2,7 @@
 nbval kernels and strip their figures).
 
 The server fixtures (``sim_sglang``, ``sim_vllm``, ``sim_servers``, ``rollout_controller``,
-``vllm_cpu_server``) come from rollout_kit's own pytest plugin, ``rollout_kit.testing.plugin``,
+``vllm_cpu_server``) come from rollout_kit's own pytest plugin, ``rollout_kit.testing._plugin``,
 which the package registers (entry point ``pytest11``): the tests use it as users do.
 """
 

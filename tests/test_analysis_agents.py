@@ -1,4 +1,4 @@
-"""rollout_kit.analysis.agents: the per-turn views on a real agent rollout against the
+"""rollout_kit.analysis._agents: the per-turn views on a real agent rollout against the
 simulator (server mode drifts under the think-dropping template, exact mode does not), and
 their arithmetic on hand-built frames."""
 
@@ -17,9 +17,9 @@ import pytest
 
 import rollout_kit as rk
 from rollout_kit import analysis
+from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.agents import AgentWorkflow
-from rollout_kit.analysis.agents import SPLIT_COLUMNS, TAIL_COLUMNS, TURN_COLUMNS
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit.analysis._agents import SPLIT_COLUMNS, TAIL_COLUMNS, TURN_COLUMNS
 from rollout_kit.plotting import plot_timeline
 from rollout_kit.sim import serve
 from tests.agents.test_agent_client import DATA, agent, calculator, exact

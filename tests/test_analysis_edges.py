@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 
 from rollout_kit import analysis
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 from tests._trace_factories import hand_tasks
 
 NAN = float("nan")

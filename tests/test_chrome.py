@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_kit.errors import ConfigError, TraceSchemaError
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.chrome import QUEUED_EVENT, to_chrome_trace
+from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._chrome import QUEUED_EVENT, to_chrome_trace
 from tests._chrome_format import check_trace
 from tests._trace_factories import make_traces, record_with_tracer
 

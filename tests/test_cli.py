@@ -14,10 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rollout_kit._cli import SUBCOMMANDS, Subcommand, error_line, main
+from rollout_kit._cli.demo import _reason_lines, _wait_ready
+from rollout_kit._errors import ConfigError, EngineConnectionError, NoHealthyServerError
 from rollout_kit._paths import parse_address, prepare_output_dir, remove_output_dir
-from rollout_kit.cli import SUBCOMMANDS, Subcommand, error_line, main
-from rollout_kit.cli.demo import _reason_lines, _wait_ready
-from rollout_kit.errors import ConfigError, EngineConnectionError, NoHealthyServerError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -264,9 +264,9 @@ def test_subcommands_are_an_explicit_table() -> None:
 
 
 def test_help_imports_no_heavy_module(tmp_path: Path) -> None:
-    code = ("import sys\nfrom rollout_kit.cli import main\n"
+    code = ("import sys\nfrom rollout_kit._cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = ('pandas', 'aiohttp', 'numpy', 'rollout_kit.controller', 'tqdm')\n"
+            "heavy = ('pandas', 'aiohttp', 'numpy', 'rollout_kit._controller', 'tqdm')\n"
             "print('HEAVY=' + ','.join(m for m in heavy if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60, check=True)

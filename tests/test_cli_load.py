@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.cli import main
+from rollout_kit._cli import main
 from rollout_kit.sim import serve_in_thread
 
 pytestmark = pytest.mark.timeout(120)
@@ -218,9 +218,9 @@ def test_no_server_is_one_line_exit_1(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_load_help_is_light(tmp_path: Path) -> None:
-    code = ("import sys\nfrom rollout_kit.cli import main\n"
+    code = ("import sys\nfrom rollout_kit._cli import main\n"
             "try:\n    main(['load', '--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = ('pandas', 'aiohttp', 'numpy', 'rollout_kit.controller', 'tqdm')\n"
+            "heavy = ('pandas', 'aiohttp', 'numpy', 'rollout_kit._controller', 'tqdm')\n"
             "print('HEAVY=' + ','.join(m for m in heavy if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60, check=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.cli import main
+from rollout_kit._cli import main
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rollout_kit.cli import main
-from rollout_kit.config import GenerationConfig
-from rollout_kit.controller import RolloutController
+from rollout_kit._cli import main
+from rollout_kit._config import GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.examples import exact_match_reward, make_answer_fn, make_problems
 from rollout_kit.tracing import load_traces
-from rollout_kit.workflows import SingleTurnWorkflow
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from rollout_kit import errors
+from rollout_kit import _errors as errors
 
 
 def test_every_exported_class_is_a_rolloutkit_error() -> None:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.config import ExecutorConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.errors import (
+from rollout_kit._config import ExecutorConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._errors import (
     ConfigError,
     ControllerStateError,
     DuplicateTaskIdError,
@@ -23,8 +23,8 @@ from rollout_kit.errors import (
     UnknownTaskIdError,
     WorkflowError,
 )
-from rollout_kit.executor import WorkflowExecutor
-from rollout_kit.io import ModelRequest
+from rollout_kit._executor import WorkflowExecutor
+from rollout_kit._io import ModelRequest
 from rollout_kit.tracing import Tracer
 from tests._local_engine import LocalEngine
 
@@ -377,7 +377,7 @@ def test_other_loop_is_refused() -> None:
 
 
 async def test_big_submit_is_dispatched_in_slices_across_loop_turns() -> None:
-    from rollout_kit.executor import DISPATCH_SLICE
+    from rollout_kit._executor import DISPATCH_SLICE
 
     ex = RolloutController(LocalEngine("w"),
                            executor_config=ExecutorConfig(max_concurrent_rollouts=1000))
@@ -436,7 +436,7 @@ async def test_batch_calls_validate_every_item_before_any_id() -> None:
 
 async def test_executor_alone_runs_given_ids_and_reports_to_its_sink() -> None:
     """The executor is given its engine, each task id and a sink; it keeps no results."""
-    from rollout_kit.executor import Job, make_recipe
+    from rollout_kit._executor import Job, make_recipe
 
     got: list[Any] = []
     tracer = Tracer()

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.config import ExecutorConfig
-from rollout_kit.errors import ConfigError, ControllerStateError, EngineServerError
-from rollout_kit.executor import (
+from rollout_kit._config import ExecutorConfig
+from rollout_kit._errors import ConfigError, ControllerStateError, EngineServerError
+from rollout_kit._executor import (
     DISPATCH_SLICE,
     Dispatcher,
     Job,
@@ -27,10 +27,10 @@ from rollout_kit.executor import (
     error_text,
     make_recipe,
 )
-from rollout_kit.executor.staleness import stall_message
-from rollout_kit.io import RolloutResult
+from rollout_kit._executor.staleness import stall_message
+from rollout_kit._io import RolloutResult
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 from tests._local_engine import LocalEngine
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,4 +1,13 @@
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
 import rollout_kit
+from tests._public import public_modules, surface
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_all_is_sorted_and_complete() -> None:
@@ -36,3 +45,31 @@ def test_import_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# -- the public surface: public modules, their __all__, the API reference ----------------------
+
+def test_the_api_reference_documents_exactly_the_public_modules() -> None:
+    # a module without a leading underscore is public: it has a page, or it is made private
+    documented = set()
+    for page in (ROOT / "docs" / "api").glob("*.md"):
+        documented |= set(re.findall(r"^::: (rollout_kit[\w.]*)$", page.read_text(), re.M))
+    assert documented == set(public_modules())
+
+
+@pytest.mark.parametrize("name", public_modules())
+def test_a_public_module_lists_what_it_exports(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    assert exported, f"{name} has no __all__"
+    assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
+    for attr in exported:  # each resolves; private names stay out
+        assert attr == "__version__" or not attr.startswith("_"), f"{name}.{attr}"
+        getattr(module, attr)
+
+
+def test_the_public_surface_is_the_recorded_one() -> None:
+    # every public name, one per line: a new or removed name shows in the change's diff as a
+    # decision. Regenerate with `python -m tests._public > tests/public_api.txt`.
+    recorded = (ROOT / "tests" / "public_api.txt").read_text().splitlines()
+    assert surface() == recorded

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from rollout_kit.errors import DuplicateTaskIdError, InvalidTaskIdError
-from rollout_kit.ids import TaskIdGenerator, validate_task_id
+from rollout_kit._errors import DuplicateTaskIdError, InvalidTaskIdError
+from rollout_kit._ids import TaskIdGenerator, validate_task_id
 
 
 def test_sequential_from_zero() -> None:

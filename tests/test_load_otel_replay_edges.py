@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rollout_kit.load.metrics import compute_metrics
+from rollout_kit.load._metrics import compute_metrics
 from rollout_kit.otel import join_server_spans
-from rollout_kit.replay.calls import Replayed
-from rollout_kit.replay.compare import compare_call
+from rollout_kit.replay._calls import Replayed
+from rollout_kit.replay._compare import compare_call
 
 
 def _requests(ttft: list[float], e2el: list[float], tokens: list[int]) -> pd.DataFrame:

@@ -18,13 +18,13 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rollout_kit import EngineConfig, GenerationConfig, RolloutController
-from rollout_kit.errors import ConfigError, RolloutTimeoutError
-from rollout_kit.io import ModelRequest
+from rollout_kit._errors import ConfigError, RolloutTimeoutError
+from rollout_kit._io import ModelRequest
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.otel import OtlpReceiver, export_traces, join_server_spans
 from rollout_kit.sim import SimConfig, serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, trace_session, traceparent
-from rollout_kit.workflows import SingleTurnWorkflow
 
 TP = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-01$")
 

@@ -18,9 +18,9 @@ from matplotlib.colors import to_rgba
 from matplotlib.testing.decorators import check_figures_equal
 
 from rollout_kit import plotting as P
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import phase_color, register_phase
-from rollout_kit.tracing import schema as S
 from tests._trace_factories import hand_tasks, make_traces, record_with_tracer
 
 
@@ -151,7 +151,7 @@ def _failing_tasks() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_timeline_layout_marks_non_accepted_tasks() -> None:
-    from rollout_kit.plotting.timeline import _layout
+    from rollout_kit.plotting._timeline import _layout
 
     spans, tasks = _failing_tasks()
     rows = _layout(spans, tasks.reset_index(), "task", "submit")

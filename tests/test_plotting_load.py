@@ -1,4 +1,4 @@
-"""rollout_kit.plotting.load: the data behind the load-sweep plots, on hand-made frames."""
+"""rollout_kit.plotting._load: the data behind the load-sweep plots, on hand-made frames."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from rollout_kit import plotting as P
-from rollout_kit.errors import ConfigError
+from rollout_kit._errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -24,16 +24,16 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
 
+from rollout_kit._config import ExecutorConfig  # noqa: E402
+from rollout_kit._controller import RolloutController  # noqa: E402
+from rollout_kit._errors import ConfigError, SchedulerError  # noqa: E402
+from rollout_kit._io import ModelRequest, RolloutResult  # noqa: E402
 from rollout_kit._loop import LoopBinding  # noqa: E402
-from rollout_kit.config import ExecutorConfig  # noqa: E402
-from rollout_kit.controller import RolloutController  # noqa: E402
-from rollout_kit.errors import ConfigError, SchedulerError  # noqa: E402
-from rollout_kit.io import ModelRequest, RolloutResult  # noqa: E402
+from rollout_kit._workflows import SingleTurnWorkflow  # noqa: E402
 from rollout_kit.tracing import Tracer  # noqa: E402
 from rollout_kit.workers import WorkerSpec  # noqa: E402
-from rollout_kit.workers.ray import RayScheduler, RayWorkerHandle, loopback  # noqa: E402
-from rollout_kit.workers.ray.loopback import init_local_ray, non_loopback_listeners  # noqa: E402
-from rollout_kit.workflows import SingleTurnWorkflow  # noqa: E402
+from rollout_kit.workers._ray import RayScheduler, RayWorkerHandle, loopback  # noqa: E402
+from rollout_kit.workers._ray.loopback import init_local_ray, non_loopback_listeners  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -339,15 +339,15 @@ def test_ray_missing_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_importing_does_not_load_ray() -> None:
-    code = ("import sys, rollout_kit, rollout_kit.controller, rollout_kit.workers.ray; "
+    code = ("import sys, rollout_kit, rollout_kit._controller, rollout_kit.workers._ray; "
             "assert 'ray' not in sys.modules, 'ray was imported'")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 def test_unreachable_cluster_names_the_address() -> None:
-    code = ("from rollout_kit.workers.ray import RayScheduler\n"
-            "from rollout_kit.controller import RolloutController\n"
-            "from rollout_kit.errors import SchedulerError\n"
+    code = ("from rollout_kit.workers import RayScheduler\n"
+            "from rollout_kit._controller import RolloutController\n"
+            "from rollout_kit._errors import SchedulerError\n"
             "try:\n"
             "    RolloutController(sglang=['127.0.0.1:9'],\n"
             "                      scheduler=RayScheduler(2, address='127.0.0.1:1'))\n"

@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 
 from rollout_kit import GenerationConfig, RolloutController, Tracer
-from rollout_kit.errors import ConfigError, TraceSchemaError
-from rollout_kit.io import ModelRequest
+from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit._io import ModelRequest
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.replay import first_divergence, replay, replay_async
 from rollout_kit.sim import serve, serve_in_thread
 from rollout_kit.testing import fast_engine_config
@@ -30,8 +31,7 @@ from rollout_kit.tracing import (
     read_areal_dump,
     trace_session,
 )
-from rollout_kit.tracing.dumps import derive_seed, versions_rle
-from rollout_kit.workflows import SingleTurnWorkflow
+from rollout_kit.tracing._dumps import derive_seed, versions_rle
 
 FLAVOURS = ["sglang", "vllm"]
 PROMPTS = [{"prompt": "tell me a story"}, {"input_ids": [40, 41, 42, 43, 44]}]
@@ -349,7 +349,7 @@ async def test_controller_refuses_a_tracer_and_a_dump(tmp_path: Path) -> None:
 
 
 def test_ray_workers_refuse_a_dump(tmp_path: Path) -> None:
-    from rollout_kit.workers.ray import RayScheduler
+    from rollout_kit.workers import RayScheduler
 
     with pytest.raises(ConfigError, match="in-process workers only"):
         RolloutController(sglang=["127.0.0.1:1"], dump=tmp_path, scheduler=RayScheduler())

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.errors import ConfigError
-from rollout_kit.workflows import RewardRunner
-from rollout_kit.workflows.reward import PROBE_CALLS
+from rollout_kit._errors import ConfigError
+from rollout_kit._workflows import RewardRunner
+from rollout_kit._workflows.reward import PROBE_CALLS
 
 
 class Recorder:
@@ -71,7 +71,7 @@ async def test_an_inline_call_that_turns_slow_sends_the_rest_to_threads(
     runner = RewardRunner(fn, "auto")
     n = await probe_until_inline(runner)
     fn.sleep_s = 0.01
-    with caplog.at_level(logging.WARNING, logger="rollout_kit.workflows"):
+    with caplog.at_level(logging.WARNING, logger="rollout_kit._workflows"):
         await call(runner)  # one slow call alone may be preemption: still inline
         assert runner.inline
         await call(runner)  # the second in a row sends the rest to threads

@@ -22,17 +22,17 @@ import pytest
 from aiohttp import web
 
 from rollout_kit import GenerationConfig, RolloutController
+from rollout_kit._errors import ConfigError
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.analysis import server_series
-from rollout_kit.engines import MetricsScraper, ScrapeTarget
-from rollout_kit.engines.scrape import keep_samples
-from rollout_kit.errors import ConfigError
+from rollout_kit.engines import MetricsScraper
+from rollout_kit.engines._scrape import ScrapeTarget, keep_samples
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.server_metrics import KEPT_METRICS, SERIES_NAMES
-from rollout_kit.workflows import SingleTurnWorkflow
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._server_metrics import KEPT_METRICS, SERIES_NAMES
 
 FLAVOURS = ["vllm", "sglang"]
 LONG = "the same long system prompt that every request of this batch shares. " * 4

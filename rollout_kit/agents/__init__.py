@@ -10,15 +10,16 @@
   for agents in another process or SDKs that only take a ``base_url`` (a per-task key binds
   each call to its task).
 
-The per-turn views (turns frame, drift table, group tail) are in
-:mod:`rollout_kit.analysis.agents`.
+The per-turn views (turns frame, drift table, group tail) are in :mod:`rollout_kit.analysis`
+(:func:`~rollout_kit.analysis.turns`, :func:`~rollout_kit.analysis.drift_table`,
+:func:`~rollout_kit.analysis.group_tail`).
 """
 
 from __future__ import annotations
 
-from .client import AgentClient, Render, TokenMode, ToolErrors, Turn, first_divergence
-from .endpoint import AgentEndpoint
-from .workflow import Agent, AgentWorkflow
+from ._client import AgentClient, Render, TokenMode, ToolErrors, Turn, first_divergence
+from ._endpoint import AgentEndpoint
+from ._workflow import Agent, AgentWorkflow
 
 __all__ = [
     "Agent",

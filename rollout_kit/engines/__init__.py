@@ -1,6 +1,6 @@
 """Remote inference engines: SGLang and vLLM servers (native, completions and chat APIs).
 
-Server flavours are a registry (:mod:`.flavours`): ``sglang``, ``vllm``, ``sglang-chat``,
+Server flavours are a registry (:func:`register_flavour`): ``sglang``, ``vllm``, ``sglang-chat``,
 ``vllm-chat``; :func:`make_engine` builds an engine of any of them.
 
 Usage::
@@ -13,22 +13,20 @@ Usage::
 
 from __future__ import annotations
 
-from .backend import Backend, ControlRequest, Segment, StreamParser
-from .base import InferenceEngine
-from .flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
-from .remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
-from .routing import ROUTE_KEY_SEPARATOR, Router, route_key
-from .scrape import MetricsScraper, ScrapeTarget
-from .sglang import SGLangBackend
-from .sglang_chat import SGLangChatBackend
-from .vllm import VLLMBackend
-from .vllm_chat import VLLMChatBackend
+from ._backend import Backend
+from ._base import InferenceEngine
+from ._flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
+from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
+from ._routing import Router
+from ._scrape import MetricsScraper
+from ._sglang import SGLangBackend
+from ._sglang_chat import SGLangChatBackend
+from ._vllm import VLLMBackend
+from ._vllm_chat import VLLMChatBackend
 
 __all__ = [
     "FLAVOURS",
-    "ROUTE_KEY_SEPARATOR",
     "Backend",
-    "ControlRequest",
     "InferenceEngine",
     "MetricsScraper",
     "RemoteInfEngine",
@@ -37,14 +35,10 @@ __all__ = [
     "Router",
     "SGLangBackend",
     "SGLangChatBackend",
-    "ScrapeTarget",
-    "Segment",
-    "StreamParser",
     "VLLMBackend",
     "VLLMChatBackend",
     "backend_for",
     "flavour_names",
     "make_engine",
     "register_flavour",
-    "route_key",
 ]

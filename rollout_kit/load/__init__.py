@@ -1,6 +1,6 @@
 """Open-loop load from a notebook: arrivals, runs, metrics and sweeps over the controller.
 
-Every request is a task of a :class:`~rollout_kit.controller.RolloutController` (one id
+Every request is a task of a :class:`~rollout_kit.RolloutController` (one id
 counter, traced), paced on absolute deadlines, measured from the stream
 (``EngineConfig(stream=True)``) with ``vllm bench serve``'s metric definitions::
 
@@ -20,7 +20,7 @@ the same lengths — yesterday's rollout against today's server settings::
     run = await run_load_async(ctl2, reqs, LoadSpec(arrivals=Arrivals.schedule(
         r.timestamp for r in reqs)))
 
-Conversations are load too (:mod:`.conversations`): each arrives on the schedule and sends
+Conversations are load too (:func:`run_conversations_async`): each arrives on the schedule and sends
 its turns over the chat API a think time apart, one task per conversation, one session per
 turn; the run's turns frame has TTFT and cached prompt tokens per turn::
 
@@ -29,19 +29,13 @@ turn; the run's turns frame has TTFT and cached prompt tokens per turn::
     crun = await run_conversations_async(ctl, convs, LoadSpec(arrivals=Arrivals(rate=5.0)))
     crun.by_turn()
 
-Modules: :mod:`.arrivals` (when requests are due), :mod:`.datasets` (what they are),
-:mod:`.spec` (what load to offer), :mod:`.runner` (sending and recording), :mod:`.results`
-(a run's per-request frame, rates and window), :mod:`.metrics` (definitions), :mod:`.sweep`
-(levels until saturation), :mod:`.conversations` and :mod:`.turns` (conversations as load,
-their turns frame and metrics), :mod:`.workflow` (the per-task workflow and its timing),
-:mod:`.alarm` (the sender's wake-ups, finer than the loop's millisecond timer).
 """
 
 from __future__ import annotations
 
-from .arrivals import Arrivals
-from .conversations import ConversationWorkflow, run_conversations, run_conversations_async
-from .datasets import (
+from ._arrivals import Arrivals
+from ._conversations import ConversationWorkflow, run_conversations, run_conversations_async
+from ._datasets import (
     DATASET_NAMES,
     Conversation,
     ConversationTurn,
@@ -50,26 +44,30 @@ from .datasets import (
     ThinkTime,
     from_traces,
     load_dataset,
+    read_agent_trace,
     read_areal_sessions,
     read_jsonl,
     read_mooncake,
+    read_multiturn_json,
     read_sharegpt,
+    read_sharegpt_conversations,
     shared_prefix,
     synthetic,
     synthetic_conversations,
+    with_think_time,
 )
-from .metrics import (
+from ._metrics import (
     accepted_samples_per_s,
     compute_metrics,
     parse_goodput,
     time_to_batch,
 )
-from .results import LoadRun
-from .runner import run_load, run_load_async
-from .spec import LoadSpec
-from .sweep import Saturation, sweep, sweep_async
-from .turns import ConversationRun, turn_table
-from .workflow import GenerateRequest, Measured
+from ._results import LoadRun
+from ._runner import run_load, run_load_async
+from ._spec import LoadSpec
+from ._sweep import Saturation, sweep, sweep_async
+from ._turns import ConversationRun, turn_table
+from ._workflow import GenerateRequest, Measured
 
 __all__ = [
     "accepted_samples_per_s",
@@ -88,10 +86,13 @@ __all__ = [
     "LoadSpec",
     "Measured",
     "parse_goodput",
+    "read_agent_trace",
     "read_areal_sessions",
     "read_jsonl",
     "read_mooncake",
+    "read_multiturn_json",
     "read_sharegpt",
+    "read_sharegpt_conversations",
     "run_conversations",
     "run_conversations_async",
     "run_load",
@@ -106,4 +107,5 @@ __all__ = [
     "ThinkTime",
     "time_to_batch",
     "turn_table",
+    "with_think_time",
 ]

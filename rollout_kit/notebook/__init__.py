@@ -2,13 +2,13 @@
 
 Import by path (``from rollout_kit.notebook import SubmitPanel``); ``import rollout_kit``
 never imports ipywidgets. Blocking calls inside a running kernel loop are handled by the
-controller itself (``rollout_kit._loop.run_sync``).
+controller itself (through ``nest-asyncio2``).
 """
 
 from __future__ import annotations
 
-from .monitor import LiveMonitor
-from .panel import SubmitPanel
-from .progress import ProgressSnapshot
+from ._monitor import LiveMonitor
+from ._panel import SubmitPanel
+from ._progress import ProgressSnapshot
 
 __all__ = ["LiveMonitor", "ProgressSnapshot", "SubmitPanel"]

@@ -27,8 +27,7 @@ Usage::
 
 from __future__ import annotations
 
-from ._common import IDLE_COLOR, QUEUED_COLOR, STATUS_COLORS, color_of_phase
-from .charts import (
+from ._charts import (
     dashboard,
     plot_concurrency,
     plot_latency_hist,
@@ -38,29 +37,22 @@ from .charts import (
     save_plot,
     throughput_window,
 )
-from .conversations import conversation_figure, plot_ttft_by_turn, plot_ttft_vs_cache_hit
-from .load import (
+from ._common import IDLE_COLOR, QUEUED_COLOR, STATUS_COLORS
+from ._conversations import conversation_figure, plot_ttft_by_turn, plot_ttft_vs_cache_hit
+from ._load import (
     load_sweep_figure,
     plot_achieved_rate,
     plot_goodput,
     plot_latency_vs_throughput,
     plot_send_lag,
 )
-from .server import (
-    attach_lanes,
-    lane_layout,
-    plot_server_lanes,
-    plot_why_slow,
-    why_slow_figure,
-)
-from .timeline import plot_timeline, timeline_figure
+from ._server import lane_layout, plot_server_lanes, plot_why_slow, why_slow_figure
+from ._timeline import plot_timeline, timeline_figure
 
 __all__ = [
     "IDLE_COLOR",
     "QUEUED_COLOR",
     "STATUS_COLORS",
-    "attach_lanes",
-    "color_of_phase",
     "conversation_figure",
     "dashboard",
     "lane_layout",

@@ -11,9 +11,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 
 from .. import analysis
-from ..errors import ConfigError
-from ..tracing import schema as S
-from ..tracing.phases import PALETTE, phase_color, registered_phases
+from .._errors import ConfigError
+from ..tracing import _schema as S
+from ..tracing._phases import PALETTE, phase_color, registered_phases
 
 __all__ = ["F64", "IDLE_COLOR", "MARKED_STATUSES", "QUEUED_COLOR", "QUEUED_LINE_COLOR",
            "RUNNING_COLOR", "STATUS_COLORS", "TOTAL_COLOR", "axes_for", "check_choice",

@@ -2,7 +2,7 @@
 
 Record with a trajectory dump (``Tracer(dump="runs/a")`` or
 ``RolloutController(..., dump="runs/a")``: every engine call is sent with a seed and written
-with its replay coordinate, see :mod:`rollout_kit.tracing.dumps`), then::
+with its replay coordinate, read back by :func:`~rollout_kit.tracing.load_dump`), then::
 
     from rollout_kit.replay import replay
     df = replay("runs/a", task_ids=[3, 17])          # to the recorded servers
@@ -10,28 +10,19 @@ with its replay coordinate, see :mod:`rollout_kit.tracing.dumps`), then::
     df[["status", "first_divergence", "logprob_max_abs_delta", "reason"]]
 
 or ``await controller.replay_async("runs/a", task_ids=[3, 17])`` to run the replay as traced
-tasks of a controller. The frame (:mod:`.compare`) says per call whether the output is
+tasks of a controller. The frame says per call whether the output is
 token-identical, where it first diverges, the logprob deltas, latency then and now, and why
-a call could not be reproduced. Modules: :mod:`.calls` (rebuilding and re-sending one call),
-:mod:`.compare` (one frame row), :mod:`.workflow` (a task's calls as a workflow), :mod:`.run`
-(the functions).
+a call could not be reproduced.
 """
 
 from __future__ import annotations
 
-from .compare import FRAME_COLUMNS, first_divergence
-from .run import ReplaySource, read_source, replay, replay_async, replay_frame
-from .workflow import ReplayTask, ReplayWorkflow, replay_tasks
+from ._compare import FRAME_COLUMNS, first_divergence
+from ._run import replay, replay_async
 
 __all__ = [
     "FRAME_COLUMNS",
-    "ReplaySource",
-    "ReplayTask",
-    "ReplayWorkflow",
     "first_divergence",
-    "read_source",
     "replay",
     "replay_async",
-    "replay_frame",
-    "replay_tasks",
 ]

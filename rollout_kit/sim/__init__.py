@@ -19,10 +19,10 @@ get seeded filler text. ``answer_fn`` replaces the model.
 
 from __future__ import annotations
 
-from .config import ApiName, SimConfig
-from .faults import FAULT_KINDS, Fault, FaultKind, FaultPlan
-from .server import SimCluster, SimServer, serve, serve_in_thread
-from .tokenizer import ByteTokenizer, FileTokenizer
+from ._config import ApiName, SimConfig
+from ._faults import FAULT_KINDS, Fault, FaultKind, FaultPlan
+from ._server import SimCluster, SimServer, serve, serve_in_thread
+from ._tokenizer import ByteTokenizer, FileTokenizer
 
 __all__ = [
     "FAULT_KINDS",

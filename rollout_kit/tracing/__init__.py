@@ -3,27 +3,24 @@
 - :class:`Tracer` records; :meth:`Tracer.frames` gives :class:`Traces` (tasks, sessions,
   spans DataFrames); :func:`load_traces` reads JSONL files back into the same frames, and
   other tools' result files too (:func:`read_vllm_bench`, :func:`read_aiperf`,
-  :func:`read_guidellm`, :func:`read_areal_sessions_trace`; :mod:`.imports`).
+  :func:`read_guidellm`, :func:`read_areal_sessions_trace`).
 - Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
   on the current tracer/task/session carried in ``contextvars``.
-- Phases are a registry (:func:`register_phase`); column names live in :mod:`.schema`, the
-  integer codes of marks and statuses in :mod:`.codes`.
+- Phases are a registry (:func:`register_phase`); column names live in ``schema``, the
+  integer codes of marks and statuses in ``codes``.
 - :func:`reanchor` prepares a task record traced in another process for :meth:`Tracer.ingest`.
 
-Modules import one way: ``schema`` ← ``codes``, ``phases`` ← ``store`` ← ``live`` (the live
-table: lock, live tasks, sessions, spans) ← ``context`` ← ``scopes`` / ``starts`` (a
-task's start marks and context) ← ``tracer`` ← ``helpers``; ``frames``/``persist`` sit
-beside ``live`` and feed ``tracer``; ``parquet`` (the Parquet form) sits under
-``persist``, over ``frames``.
 """
 
 from __future__ import annotations
 
-from . import codes, schema
-from .context import current_session_id, current_task_id
-from .dumps import TrajectoryDump, load_dump, read_areal_dump
-from .frames import Traces
-from .helpers import (
+from . import _codes as codes
+from . import _schema as schema
+from ._chrome import to_chrome_trace
+from ._context import current_session_id, current_task_id
+from ._dumps import TrajectoryDump, load_dump, read_areal_dump
+from ._frames import Traces
+from ._helpers import (
     annotate,
     atrace_phase,
     dump_call,
@@ -33,11 +30,11 @@ from .helpers import (
     trace_session,
     traceparent,
 )
-from .imports import read_aiperf, read_areal_sessions_trace, read_guidellm, read_vllm_bench
-from .persist import StaleParquetWarning, TornTraceWarning, compact_trace, load_traces
-from .phases import phase_color, register_phase, registered_phases
-from .remote import reanchor
-from .tracer import Tracer, current_tracer
+from ._imports import read_aiperf, read_areal_sessions_trace, read_guidellm, read_vllm_bench
+from ._persist import StaleParquetWarning, TornTraceWarning, compact_trace, load_traces
+from ._phases import phase_color, register_phase, registered_phases
+from ._remote import reanchor
+from ._tracer import Tracer, current_tracer
 
 __all__ = [
     "StaleParquetWarning",
@@ -68,6 +65,7 @@ __all__ = [
     "schema",
     "session_event",
     "trace_phase",
+    "to_chrome_trace",
     "trace_session",
     "traceparent",
 ]

@@ -1,14 +1,15 @@
 """Workers run tasks for a controller; a worker pool builds them and picks one per task.
 
 :class:`LocalWorker` pairs one engine with one executor in this process
-(:class:`LocalScheduler` is the default pool); ``rollout_kit.workers.ray`` runs workers as
-Ray actors behind the same :class:`Worker` protocol.
+(:class:`LocalScheduler` is the default pool); a :class:`RayScheduler` runs workers as Ray
+actors behind the same :class:`Worker` protocol.
 """
 
 from __future__ import annotations
 
-from .base import Worker, WorkerPool, WorkerSpec
-from .local import LocalScheduler, LocalWorker, SchedulePolicy
+from ._base import Worker, WorkerPool, WorkerSpec
+from ._local import LocalScheduler, LocalWorker, SchedulePolicy
+from ._ray import RayScheduler
 
-__all__ = ["LocalScheduler", "LocalWorker", "SchedulePolicy", "Worker", "WorkerPool",
-           "WorkerSpec"]
+__all__ = ["LocalScheduler", "LocalWorker", "RayScheduler", "SchedulePolicy", "Worker",
+           "WorkerPool", "WorkerSpec"]

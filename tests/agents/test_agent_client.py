@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import rollout_kit as rk
+from rollout_kit._errors import AgentClosedError, ConfigError
 from rollout_kit.agents import AgentClient, AgentWorkflow, first_divergence
-from rollout_kit.errors import AgentClosedError, ConfigError
 from rollout_kit.sim import serve
 
 TOOLS = [{"type": "function", "function": {

@@ -10,8 +10,8 @@ import openai
 import pytest
 
 import rollout_kit as rk
+from rollout_kit._errors import ConfigError
 from rollout_kit.agents import AgentEndpoint, AgentWorkflow
-from rollout_kit.errors import ConfigError
 from rollout_kit.sim import serve
 
 from .test_agent_client import DATA, TOOLS, calculator, exact

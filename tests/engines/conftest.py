@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rollout_kit.config import GenerationConfig, Timeouts
+from rollout_kit._config import GenerationConfig, Timeouts
+from rollout_kit._io import ModelRequest
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.engines import make_engine as make_flavour_engine
-from rollout_kit.io import ModelRequest
 from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
 

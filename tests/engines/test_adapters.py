@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from rollout_kit.config import GenerationConfig
-from rollout_kit.engines.backend import as_stop_reason
-from rollout_kit.engines.sglang import SGLangBackend
-from rollout_kit.engines.vllm import VLLMBackend, token_id_of
+from rollout_kit._config import GenerationConfig
+from rollout_kit.engines._backend import as_stop_reason
+from rollout_kit.engines._sglang import SGLangBackend
+from rollout_kit.engines._vllm import VLLMBackend, token_id_of
 
 SG = SGLangBackend()
 VL = VLLMBackend()

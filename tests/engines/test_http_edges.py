@@ -1,4 +1,4 @@
-"""rollout_kit.engines.http at the edges: the retry policy at each limit (on a fake clock, no
+"""rollout_kit.engines._http at the edges: the retry policy at each limit (on a fake clock, no
 timing bounds), Retry-After and its cap, the error mapping, and the HTTP client against a
 tiny aiohttp server on 127.0.0.1 (chunked SSE, early ends, headers)."""
 
@@ -14,9 +14,21 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from rollout_kit.config import EngineConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import http
-from rollout_kit.engines.http import (
+from rollout_kit._config import EngineConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import (
+    EngineBadRequestError,
+    EngineConnectionError,
+    EngineError,
+    EngineOverloadedError,
+    EngineResponseError,
+    EngineServerError,
+    EngineStatusError,
+    EngineTimeoutError,
+    EngineUnreachableError,
+    NoHealthyServerError,
+)
+from rollout_kit.engines import _http as http
+from rollout_kit.engines._http import (
     HttpClient,
     RetryState,
     SSEEvent,
@@ -30,20 +42,8 @@ from rollout_kit.engines.http import (
     parse_json,
     server_name,
 )
-from rollout_kit.engines.transport import AiohttpTransport
-from rollout_kit.engines.transport.aiohttp_transport import aiohttp_error as engine_error
-from rollout_kit.errors import (
-    EngineBadRequestError,
-    EngineConnectionError,
-    EngineError,
-    EngineOverloadedError,
-    EngineResponseError,
-    EngineServerError,
-    EngineStatusError,
-    EngineTimeoutError,
-    EngineUnreachableError,
-    NoHealthyServerError,
-)
+from rollout_kit.engines._transport import AiohttpTransport
+from rollout_kit.engines._transport.aiohttp_transport import aiohttp_error as engine_error
 
 from .conftest import Proxy, free_port
 

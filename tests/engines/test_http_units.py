@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit.config import RetryPolicy
-from rollout_kit.engines.http import (
+from rollout_kit._config import RetryPolicy
+from rollout_kit._errors import (
+    ConfigError,
+    EngineBadRequestError,
+    EngineConnectionError,
+    EngineOverloadedError,
+    EngineServerError,
+)
+from rollout_kit.engines._http import (
     RetryState,
     base_url,
     call_with_retries,
@@ -13,15 +20,8 @@ from rollout_kit.engines.http import (
     make_status_error,
     server_name,
 )
-from rollout_kit.engines.prometheus import parse_prometheus
-from rollout_kit.engines.routing import Router, route_key
-from rollout_kit.errors import (
-    ConfigError,
-    EngineBadRequestError,
-    EngineConnectionError,
-    EngineOverloadedError,
-    EngineServerError,
-)
+from rollout_kit.engines._prometheus import parse_prometheus
+from rollout_kit.engines._routing import Router, route_key
 
 
 @pytest.mark.parametrize("body,message", [

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rollout_kit.engines.transport import h1
-from rollout_kit.engines.transport import loop as loop_mod
-from rollout_kit.engines.transport.base import Reply
-from rollout_kit.engines.transport.loop import LoopTransport
-from rollout_kit.errors import (
+from rollout_kit._errors import (
     EngineConnectionError,
     EngineTimeoutError,
     EngineUnreachableError,
 )
+from rollout_kit.engines._transport import h1
+from rollout_kit.engines._transport import loop as loop_mod
+from rollout_kit.engines._transport.base import Reply
+from rollout_kit.engines._transport.loop import LoopTransport
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AddRoute = Callable[[str, Handler], Awaitable[str]]

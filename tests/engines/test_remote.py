@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import RemoteSGLangEngine
-from rollout_kit.errors import (
+from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import (
     ConfigError,
     ControllerStateError,
     EngineBadRequestError,
     EngineError,
     NoHealthyServerError,
 )
-from rollout_kit.io import ModelRequest
+from rollout_kit._io import ModelRequest
+from rollout_kit.engines import RemoteSGLangEngine
 from rollout_kit.sim import serve, serve_in_thread
 
 from .conftest import FLAVOURS, TOK, answer, free_port, make_engine, req

@@ -20,19 +20,8 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.engines import (
-    RemoteSGLangEngine,
-    RemotevLLMEngine,
-    control,
-    http,
-    recording,
-    remote,
-)
-from rollout_kit.engines.backend import Segment
-from rollout_kit.engines.output import Output, output_budget
-from rollout_kit.engines.sglang import SGLangBackend
-from rollout_kit.errors import (
+from rollout_kit._config import GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import (
     ConfigError,
     ControllerStateError,
     EngineBadRequestError,
@@ -41,10 +30,21 @@ from rollout_kit.errors import (
     EngineServerError,
     EngineTimeoutError,
 )
-from rollout_kit.io import ModelRequest
+from rollout_kit._io import ModelRequest
+from rollout_kit.engines import (
+    RemoteSGLangEngine,
+    RemotevLLMEngine,
+)
+from rollout_kit.engines import _control as control
+from rollout_kit.engines import _http as http
+from rollout_kit.engines import _recording as recording
+from rollout_kit.engines import _remote as remote
+from rollout_kit.engines._backend import Segment
+from rollout_kit.engines._output import Output, output_budget
+from rollout_kit.engines._sglang import SGLangBackend
 from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer, TrajectoryDump, load_dump
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 
 from .conftest import FLAVOURS, TOK, Proxy, answer, free_port, make_engine, req
 

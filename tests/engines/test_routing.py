@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-from rollout_kit.engines.routing import (
+from rollout_kit._errors import ConfigError
+from rollout_kit.engines._routing import (
     DEFAULT_STICKY_CAPACITY,
     ROUTE_KEY_SEPARATOR,
     Router,
     route_key,
 )
-from rollout_kit.errors import ConfigError
 
 
 def test_route_key_edges() -> None:

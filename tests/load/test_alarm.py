@@ -1,4 +1,4 @@
-"""The load runner's alarm (``rollout_kit.load.alarm``): what it guarantees, no timings.
+"""The load runner's alarm (``rollout_kit.load._alarm``): what it guarantees, no timings.
 
 A wait resolves at its instant and never before it (the kernel's timer on Linux, the loop's
 elsewhere), or at once when rung; a re-armed or disarmed alarm never resolves a later wait
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.load.alarm import Alarm
+from rollout_kit.load._alarm import Alarm
 
 #: the loop's own timer converts the instant between two readings of the same clock
 CLOCK_TOL = 1e-6

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from rollout_kit.errors import ConfigError
+from rollout_kit._errors import ConfigError
 from rollout_kit.load import Arrivals
-from rollout_kit.load.arrivals import _CHUNK
+from rollout_kit.load._arrivals import _CHUNK
 
 
 def _vllm_offsets(n: int, rate: float, burstiness: float, seed: int) -> np.ndarray:

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 import rollout_kit as rk
-from rollout_kit.config import EngineConfig, ExecutorConfig
-from rollout_kit.errors import ConfigError, DatasetError
+from rollout_kit._config import EngineConfig, ExecutorConfig
+from rollout_kit._errors import ConfigError, DatasetError
 from rollout_kit.load import (
     Arrivals,
     Conversation,
@@ -26,7 +26,7 @@ from rollout_kit.load import (
     synthetic_conversations,
     turn_table,
 )
-from rollout_kit.load.datasets import (
+from rollout_kit.load._datasets import (
     load_dataset,
     read_agent_trace,
     read_multiturn_json,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rollout_kit import ConfigError, DatasetError
-from rollout_kit.load.datasets import (
+from rollout_kit.load._datasets import (
     DATASET_NAMES,
     LoadRequest,
     load_dataset,
@@ -21,7 +21,7 @@ from rollout_kit.load.datasets import (
     shared_prefix,
     synthetic,
 )
-from rollout_kit.load.tokenize import ByteCounter, load_tokenizer
+from rollout_kit.load._tokenize import ByteCounter, load_tokenizer
 
 
 def _lines(path: Path, rows: list[object]) -> Path:

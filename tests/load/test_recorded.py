@@ -18,9 +18,10 @@ import pandas as pd
 import pytest
 
 from rollout_kit import ConfigError, DatasetError
-from rollout_kit.config import GenerationConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.io import ModelRequest
+from rollout_kit._config import GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._io import ModelRequest
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.load import (
     Arrivals,
     GenerateRequest,
@@ -34,7 +35,7 @@ from rollout_kit.load import (
 )
 from rollout_kit.sim import SimCluster
 from rollout_kit.testing import fast_engine_config
-from rollout_kit.testing.plugin import ControllerFactory
+from rollout_kit.testing._plugin import ControllerFactory
 from rollout_kit.tracing import (
     TornTraceWarning,
     Traces,
@@ -42,7 +43,6 @@ from rollout_kit.tracing import (
     trace_phase,
     trace_session,
 )
-from rollout_kit.workflows import SingleTurnWorkflow
 
 ENGINE = fast_engine_config(stream=True)
 

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.controller import RolloutController
-from rollout_kit.errors import ConfigError
-from rollout_kit.io import ModelRequest, ModelResponse
+from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._controller import RolloutController
+from rollout_kit._errors import ConfigError
+from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.load import (
     Arrivals,
     GenerateRequest,
@@ -34,10 +35,9 @@ from rollout_kit.load import (
     run_load_async,
     synthetic,
 )
-from rollout_kit.load.runner import FRAME_COLUMNS, PRESTAGE_S
-from rollout_kit.load.workflow import LoadItem, Measured, TaskRecord
+from rollout_kit.load._runner import FRAME_COLUMNS, PRESTAGE_S
+from rollout_kit.load._workflow import LoadItem, Measured, TaskRecord
 from rollout_kit.sim import SimCluster, serve, serve_in_thread
-from rollout_kit.workflows import SingleTurnWorkflow
 
 ENGINE = EngineConfig(stream=True, retry=RetryPolicy(max_retries=0),
                       timeouts=Timeouts(connect=2.0, request=20.0, total=30.0, health=1.0))

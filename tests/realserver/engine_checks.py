@@ -22,15 +22,15 @@ from typing import Any, Literal
 import pandas as pd
 import pytest
 
-from rollout_kit.config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.controller import RolloutController
+from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._controller import RolloutController
+from rollout_kit._errors import EngineBadRequestError
+from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
-from rollout_kit.errors import EngineBadRequestError
-from rollout_kit.io import ModelRequest, ModelResponse
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.replay import replay_async
 from rollout_kit.tracing import Tracer, load_dump
-from rollout_kit.workflows import SingleTurnWorkflow
 
 __all__ = [
     "LOGPROB_TOLERANCE",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rollout_kit as rk
-from rollout_kit.config import EngineConfig
+from rollout_kit._config import EngineConfig
 from rollout_kit.load import (
     Arrivals,
     Conversation,
@@ -24,7 +24,7 @@ from rollout_kit.load import (
     LoadSpec,
     run_conversations_async,
 )
-from rollout_kit.load.datasets.conversation import text_of_length
+from rollout_kit.load._datasets.conversation import text_of_length
 from rollout_kit.testing import VLLMCPUServer
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.timeout(600)]

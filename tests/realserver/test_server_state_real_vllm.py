@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from rollout_kit import RolloutController
+from rollout_kit._config import EngineConfig, GenerationConfig
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.analysis import server_series
-from rollout_kit.config import EngineConfig, GenerationConfig
 from rollout_kit.testing import VLLMCPUServer
-from rollout_kit.tracing import schema as S
-from rollout_kit.workflows import SingleTurnWorkflow
+from rollout_kit.tracing import _schema as S
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -51,24 +51,29 @@ async def test_series_follow_a_batch_and_the_prefix_cache(
                                  scrape_interval=2.0) as ctl:
         await _until(lambda: _scrapes(ctl.server_metrics()) >= 2, "two scrapes before")
         # a batch of concurrent requests, long enough (seconds on 2 cores) for scrapes to see
-        # it: a busy server answers /metrics late (a 2 s interval gives each scrape 1.6 s) and
-        # some scrapes still time out, so the test waits, while the batch runs, for one that
-        # saw it
-        batch = asyncio.ensure_future(ctl.rollout_batch_async(
-            [f"{i}: tell a story" for i in range(96)], _wf(900)))
-
+        # it. A busy server answers /metrics late (a 2 s interval gives each scrape 1.6 s) and
+        # scrapes can time out, so while the batch runs the test scrapes too, and a batch
+        # that ended unseen is sent again: it waits for a scrape that saw a batch, not for time
         def saw_the_batch() -> bool:
             frame = ctl.server_metrics()
             running = frame[frame[S.METRIC] == "vllm:num_requests_running"]
             return bool((running["value"] >= 2).any())
 
-        await _until(lambda: saw_the_batch() or batch.done(), "a scrape during the batch",
-                     timeout=600)
-        results = await batch
+        assert ctl.scraper is not None
+        target = ctl.scraper.targets[0]
+        for _ in range(4):
+            batch = asyncio.ensure_future(ctl.rollout_batch_async(
+                [f"{i}: tell a story" for i in range(96)], _wf(900)))
+            while not batch.done() and not saw_the_batch():
+                await ctl.scraper.scrape_once_async(target)
+                await asyncio.sleep(0.05)
+            results = await batch
+            assert all(r.ok for r in results)
+            if saw_the_batch():
+                break
         frame = ctl.server_metrics()
-        assert saw_the_batch(), (ctl.scraper.stats if ctl.scraper else None,
+        assert saw_the_batch(), (ctl.scraper.stats,
                                  frame.groupby("metric", observed=True)["value"].max())
-        assert all(r.ok for r in results)
         # the same long prefix twice, one after the other: the second hits the cache
         for ask in ("first question?", "second question?"):
             again = await ctl.rollout_batch_async([PREFIX + ask], _wf(4))

@@ -1,8 +1,8 @@
 """The vLLM 0.32 chat contract that agent rollouts rely on, pinned against the real server.
 
 Raw aiohttp, no rollout_kit client. The server (the ``vllm_cpu_server`` fixture) runs the tiny
-random Llama with :data:`~rollout_kit.testing.tiny_model.CHAT_TEMPLATE` and
-:data:`~rollout_kit.testing.vllm_cpu.AGENT_ARGS` (``--enable-auto-tool-choice --tool-call-parser
+random Llama with :data:`~rollout_kit.testing._tiny_model.CHAT_TEMPLATE` and
+:data:`~rollout_kit.testing._vllm_cpu.AGENT_ARGS` (``--enable-auto-tool-choice --tool-call-parser
 hermes --enable-prompt-tokens-details --enable-prefix-caching --trust-request-chat-template``).
 
 Checked here: ``return_token_ids`` on ``/v1/chat/completions`` (top-level ``prompt_token_ids``,
@@ -34,7 +34,7 @@ import aiohttp
 import pytest
 
 from rollout_kit.testing import VLLMCPUServer
-from rollout_kit.testing.tiny_model import CHAT_TEMPLATE, DROP_THINK_TEMPLATE, chat_template
+from rollout_kit.testing._tiny_model import CHAT_TEMPLATE, DROP_THINK_TEMPLATE, chat_template
 
 pytestmark = pytest.mark.vllm_cpu
 

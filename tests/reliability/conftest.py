@@ -22,12 +22,12 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit.config import RetryPolicy, Timeouts
+from rollout_kit._config import RetryPolicy, Timeouts
+from rollout_kit._io import RolloutResult
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
-from rollout_kit.io import RolloutResult
 from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
-from rollout_kit.tracing import schema
+from rollout_kit.tracing import _schema as schema
 
 __all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record"]
 

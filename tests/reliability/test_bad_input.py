@@ -12,15 +12,14 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import (
+from rollout_kit._config import (
     EngineConfig,
     ExecutorConfig,
     GenerationConfig,
     RetryPolicy,
     Timeouts,
 )
-from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine
-from rollout_kit.errors import (
+from rollout_kit._errors import (
     ConfigError,
     DuplicateTaskIdError,
     InvalidTaskIdError,
@@ -28,12 +27,13 @@ from rollout_kit.errors import (
     TraceSchemaError,
     UnknownTaskIdError,
 )
-from rollout_kit.ids import TaskIdGenerator
-from rollout_kit.io import ModelRequest
+from rollout_kit._ids import TaskIdGenerator
+from rollout_kit._io import ModelRequest
+from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.report import write_report
 from rollout_kit.sim import SimServer
 from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.workflows import SingleTurnWorkflow
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -102,7 +102,7 @@ CTL_CASES: list[Case] = [
     ("workflow = 42", lambda c: c.submit({}, 42), ConfigError, "not a workflow"),
     ("workflow = missing module", lambda c: c.submit({}, "no_such_mod_xyz:Flow"),
      ConfigError, "cannot import"),
-    ("workflow = missing name", lambda c: c.submit({}, "rollout_kit.workflows:Nope"),
+    ("workflow = missing name", lambda c: c.submit({}, "rollout_kit._workflows:Nope"),
      ConfigError, "no attribute"),
     ("workflow without arun_episode", lambda c: c.submit({}, NotAWorkflow), ConfigError,
      "arun_episode"),

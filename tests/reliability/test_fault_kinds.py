@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.errors import (
+from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import (
     EngineBadRequestError,
     EngineConnectionError,
     EngineError,
@@ -25,8 +25,8 @@ from rollout_kit.errors import (
     EngineStatusError,
     EngineTimeoutError,
 )
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import ApiName, FaultPlan, serve
-from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 

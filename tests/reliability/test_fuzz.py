@@ -22,10 +22,10 @@ from aiohttp import web
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rollout_kit.config import GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._config import GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import RolloutKitError
+from rollout_kit._io import ModelRequest, ModelResponse
 from rollout_kit.engines import RemoteInfEngine
-from rollout_kit.errors import RolloutKitError
-from rollout_kit.io import ModelRequest, ModelResponse
 from rollout_kit.tracing import load_traces
 
 from .conftest import make_engine

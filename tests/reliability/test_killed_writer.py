@@ -32,7 +32,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit.io import RolloutResult
+from rollout_kit._io import RolloutResult
 from rollout_kit.tracing import TornTraceWarning, compact_trace, load_dump, load_traces
 
 from .conftest import Ledger, check_ledger, record
@@ -42,10 +42,10 @@ pytestmark = pytest.mark.timeout(60)
 CHILD = textwrap.dedent("""
     import asyncio, sys
     from rollout_kit import RolloutController
-    from rollout_kit.config import GenerationConfig
+    from rollout_kit._config import GenerationConfig
     from rollout_kit.sim import ByteTokenizer, serve
     from rollout_kit.tracing import Tracer, TrajectoryDump
-    from rollout_kit.workflows import SingleTurnWorkflow
+    from rollout_kit._workflows import SingleTurnWorkflow
 
     async def main(path, dump):
         wf = SingleTurnWorkflow(lambda *a: 1.0, GenerationConfig(max_new_tokens=8),

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import ExecutorConfig, GenerationConfig, Timeouts
+from rollout_kit._config import ExecutorConfig, GenerationConfig, Timeouts
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer
-from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 

@@ -14,13 +14,13 @@ from typing import Any, Literal
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._io import RolloutResult
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.engines import RemoteInfEngine
-from rollout_kit.io import RolloutResult
 from rollout_kit.sim import ApiName, serve
-from rollout_kit.sim.state import Emit, SimEngine, SimSequence
+from rollout_kit.sim._state import Emit, SimEngine, SimSequence
 from rollout_kit.testing import VLLMCPUServer
-from rollout_kit.workflows import SingleTurnWorkflow
 from tests.realserver.engine_checks import STARVED_S
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit.errors import EngineConnectionError
+from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
+from rollout_kit._errors import EngineConnectionError
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.testing import VLLMCPUServer
-from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from rollout_kit import RolloutController
-from rollout_kit.config import ExecutorConfig, GenerationConfig
+from rollout_kit._config import ExecutorConfig, GenerationConfig
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import ApiName, serve
-from rollout_kit.workflows import SingleTurnWorkflow
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 

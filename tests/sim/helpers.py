@@ -10,7 +10,7 @@ import aiohttp
 import orjson
 
 from rollout_kit.sim import SimServer
-from rollout_kit.sim.state import SimSequence
+from rollout_kit.sim._state import SimSequence
 
 
 async def post(session: aiohttp.ClientSession, url: str, body: Any) -> tuple[int, Any]:

@@ -13,15 +13,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rollout_kit.config import GenerationConfig
-from rollout_kit.controller import RolloutController
-from rollout_kit.errors import ConfigError
+from rollout_kit._config import GenerationConfig
+from rollout_kit._controller import RolloutController
+from rollout_kit._errors import ConfigError
+from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.examples import exact_match_reward, make_problems
 from rollout_kit.sim import ByteTokenizer, SimCluster, SimConfig, serve
-from rollout_kit.sim.answers import arithmetic_answer, find_question
-from rollout_kit.sim.cli import _config, add_arguments
-from rollout_kit.sim.generation import SamplingSpec, sequence_key
-from rollout_kit.workflows import SingleTurnWorkflow
+from rollout_kit.sim._answers import arithmetic_answer, find_question
+from rollout_kit.sim._cli import _config, add_arguments
+from rollout_kit.sim._generation import SamplingSpec, sequence_key
 
 from .helpers import post
 

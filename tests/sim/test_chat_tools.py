@@ -13,7 +13,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from rollout_kit.sim import ByteTokenizer, SimCluster, serve
-from rollout_kit.sim.chat_template import (
+from rollout_kit.sim._chat_template import (
     evaluate,
     find_expression,
     parse_tool_calls,
@@ -359,7 +359,7 @@ def test_template_and_tool_mode_units() -> None:
 
 
 def test_cli_flags() -> None:
-    from rollout_kit.sim.cli import _config, add_arguments
+    from rollout_kit.sim._cli import _config, add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

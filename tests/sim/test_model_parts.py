@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_kit.errors import ConfigError
+from rollout_kit._errors import ConfigError
 from rollout_kit.sim import ByteTokenizer, FaultPlan, SimConfig
-from rollout_kit.sim.generation import SamplingSpec, plan_output, sequence_key
-from rollout_kit.sim.latency import LatencyModel
-from rollout_kit.sim.prefix_cache import PrefixCache
+from rollout_kit.sim._generation import SamplingSpec, plan_output, sequence_key
+from rollout_kit.sim._latency import LatencyModel
+from rollout_kit.sim._prefix_cache import PrefixCache
 
 TOK = ByteTokenizer()
 

@@ -12,7 +12,7 @@ import pytest
 
 from rollout_kit import ConfigError
 from rollout_kit.sim import FileTokenizer, SimConfig, serve
-from rollout_kit.sim.tokenizer import load_tokenizer
+from rollout_kit.sim._tokenizer import load_tokenizer
 
 from .helpers import post, sse
 
@@ -189,7 +189,7 @@ async def test_answer_model_and_stop_strings_with_a_file(tmp_path: Path) -> None
 def test_cli_takes_a_tokenizer(tmp_path: Path) -> None:
     import argparse
 
-    from rollout_kit.sim.cli import _config, add_arguments, run
+    from rollout_kit.sim._cli import _config, add_arguments, run
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -1,4 +1,4 @@
-"""The pytest plugin (``rollout_kit.testing.plugin``) as a user's project sees it: a test file of
+"""The pytest plugin (``rollout_kit.testing._plugin``) as a user's project sees it: a test file of
 their own, run by pytest with only rollout-kit installed (the plugin loads from its entry point).
 """
 
@@ -96,7 +96,7 @@ def test_fixtures_are_listed(project: pytest.Pytester) -> None:
     for name in ("sim_sglang", "sim_vllm", "sim_servers", "rollout_controller",
                  "vllm_cpu_server"):
         assert f"{name} " in listed or f"{name}\n" in listed, name
-    assert "rollout_kit/testing/plugin.py" in listed or "rollout_kit.testing.plugin" in listed
+    assert "rollout_kit/testing/_plugin.py" in listed or "rollout_kit.testing._plugin" in listed
 
 
 def test_plugin_can_be_turned_off(project: pytest.Pytester) -> None:

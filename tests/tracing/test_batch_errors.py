@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import TraceSchemaError
+from rollout_kit._errors import TraceSchemaError
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 from tests.tracing._batches import Record, set_at, traced_batch
 
 

@@ -13,20 +13,20 @@ import pandas as pd
 import pytest
 
 from rollout_kit import GenerationConfig, RolloutController
+from rollout_kit._io import ModelRequest
+from rollout_kit._workflows import RolloutWorkflow, SingleTurnWorkflow
 from rollout_kit.engines import InferenceEngine
-from rollout_kit.io import ModelRequest
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
+from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import atrace_phase, load_traces, trace_session
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.chrome import (
+from rollout_kit.tracing._chrome import (
     CONTINUE_EVENT,
     SERVER_COUNTER,
     TASK_COUNTER,
     chrome_layout,
     to_chrome_trace,
 )
-from rollout_kit.workflows import RolloutWorkflow, SingleTurnWorkflow
 from tests._chrome_format import check_trace, flow_chains
 from tests._trace_factories import make_traces
 

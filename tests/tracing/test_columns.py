@@ -11,10 +11,11 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit.errors import TraceSchemaError
-from rollout_kit.tracing import Tracer, load_traces, schema
-from rollout_kit.tracing.codes import CONTINUE
-from rollout_kit.tracing.persist import read_records
+from rollout_kit._errors import TraceSchemaError
+from rollout_kit.tracing import Tracer, load_traces
+from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing._codes import CONTINUE
+from rollout_kit.tracing._persist import read_records
 
 
 def _fill(tr: Tracer, ids: range) -> None:

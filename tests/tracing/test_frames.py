@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from rollout_kit import analysis
-from rollout_kit.errors import ConfigError
-from rollout_kit.tracing import Tracer, load_traces, schema
+from rollout_kit._errors import ConfigError
+from rollout_kit.tracing import Tracer, load_traces
+from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing._frames import _union_seconds, build_traces
 from rollout_kit.tracing._store import FORMAT, Store
-from rollout_kit.tracing.frames import _union_seconds, build_traces
 from tests._trace_factories import union_length
 
 MS = 1_000_000  # ns

@@ -25,12 +25,12 @@ import pytest
 from matplotlib.figure import Figure
 
 from rollout_kit import analysis, plotting
-from rollout_kit.controller import RolloutController
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit._controller import RolloutController
+from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.load import Arrivals, LoadSpec, run_load_async, synthetic
 from rollout_kit.sim import SimCluster
 from rollout_kit.testing import fast_engine_config
-from rollout_kit.testing.plugin import ControllerFactory
+from rollout_kit.testing._plugin import ControllerFactory
 from rollout_kit.tracing import (
     TornTraceWarning,
     Tracer,
@@ -41,7 +41,7 @@ from rollout_kit.tracing import (
     read_vllm_bench,
     trace_phase,
 )
-from rollout_kit.tracing.imports import file_kind
+from rollout_kit.tracing._imports import file_kind
 
 DATA = Path(__file__).parent / "data"
 VLLM = DATA / "vllm-bench-sim.json"

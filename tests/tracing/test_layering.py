@@ -1,6 +1,6 @@
 """The tracing modules import one way: no cycle, type-only and function-level imports included.
 
-A package of tracing (``chrome/``, ``_store/``, …) is one node: the imports of all its modules.
+A package of tracing (``_chrome/``, ``_store/``, …) is one node: the imports of all its modules.
 """
 
 from __future__ import annotations
@@ -61,5 +61,5 @@ def test_no_import_cycle_among_tracing_modules() -> None:
 
 def test_scopes_and_live_table_do_not_import_the_tracer() -> None:
     graph = _graph()
-    for low in ("live", "context", "scopes", "codes", "_store"):
-        assert "tracer" not in graph[low], low
+    for low in ("_live", "_context", "_scopes", "_codes", "_store"):
+        assert "_tracer" not in graph[low], low

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit.errors import (
+from rollout_kit._errors import (
     ConfigError,
     DuplicateTaskIdError,
     TraceStateError,
     UnknownTaskIdError,
 )
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing._store import IdSet, check_attrs, check_counts
-from rollout_kit.tracing.tracer import MAX_ERROR_CHARS
+from rollout_kit.tracing._tracer import MAX_ERROR_CHARS
 
 
 def test_error_text_at_its_limit_and_one_past() -> None:

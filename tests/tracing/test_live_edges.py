@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import TraceStateError, UnknownTaskIdError
+from rollout_kit._errors import TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import (
     Tracer,
     TrajectoryDump,
@@ -18,9 +18,9 @@ from rollout_kit.tracing import (
     increment,
     trace_phase,
 )
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.dumps import Coordinate
-from rollout_kit.tracing.scopes import CLOSED, ENDED
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._dumps import Coordinate
+from rollout_kit.tracing._scopes import CLOSED, ENDED
 
 
 def _coordinate() -> Coordinate:

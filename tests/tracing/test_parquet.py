@@ -14,21 +14,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rollout_kit.cli import main
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit._cli import main
+from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import (
     StaleParquetWarning,
     Tracer,
     Traces,
     compact_trace,
     load_traces,
-    persist,
     register_phase,
     session_event,
     trace_phase,
 )
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.parquet import META_KEY, read_info
+from rollout_kit.tracing import _persist as persist
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._parquet import META_KEY, read_info
 
 register_phase("verify")
 

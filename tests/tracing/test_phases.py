@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit.errors import ConfigError
-from rollout_kit.tracing import phase_color, register_phase, registered_phases, schema
+from rollout_kit._errors import ConfigError
+from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing import phase_color, register_phase, registered_phases
 
 
 def test_builtins_first_with_fixed_colors() -> None:

@@ -6,9 +6,10 @@ import math
 
 import pytest
 
-from rollout_kit.errors import TraceSchemaError
-from rollout_kit.tracing import Tracer, codes, reanchor
-from rollout_kit.tracing.codes import CONSUME, DISPATCH, END, START, SUBMIT
+from rollout_kit._errors import TraceSchemaError
+from rollout_kit.tracing import Tracer, reanchor
+from rollout_kit.tracing import _codes as codes
+from rollout_kit.tracing._codes import CONSUME, DISPATCH, END, START, SUBMIT
 
 
 def _header(wall_epoch: float, worker: str) -> dict[str, object]:
@@ -23,7 +24,7 @@ def _task(marks: list[int | None], worker: str) -> dict[str, object]:
 
 
 def test_mark_codes_follow_the_schema() -> None:
-    from rollout_kit.tracing.schema import LIFECYCLE_EVENTS
+    from rollout_kit.tracing._schema import LIFECYCLE_EVENTS
     assert [LIFECYCLE_EVENTS[c] for c in (SUBMIT, DISPATCH, START, END, CONSUME)] == [
         "submit", "dispatch", "start", "end", "consume"]
     assert codes.EVENT_CODES["consume"] == CONSUME

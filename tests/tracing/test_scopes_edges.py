@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from rollout_kit.errors import TraceStateError, UnknownTaskIdError
+from rollout_kit._errors import TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer, current_tracer, trace_phase, traceparent
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing.context import current_session_id, current_task_id
-from rollout_kit.tracing.scopes import ENDED, NOOP, OPEN, PhaseScope
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._context import current_session_id, current_task_id
+from rollout_kit.tracing._scopes import ENDED, NOOP, OPEN, PhaseScope
 
 
 def _fresh(name: str) -> str:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import ConfigError
+from rollout_kit._errors import ConfigError
 from rollout_kit.tracing import Tracer, load_traces, session_event
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
 
 
 def _two_tasks(tr: Tracer) -> None:

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.errors import ConfigError, TraceSchemaError
+from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import Tracer, annotate
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing._frames import build_traces
 from rollout_kit.tracing._store import FORMAT, Store, check_attrs
-from rollout_kit.tracing.frames import build_traces
 from tests.tracing._batches import Record, set_at, traced_batch
 
 MS = 1_000_000  # ns

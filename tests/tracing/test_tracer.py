@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.errors import (
+from rollout_kit._errors import (
     ConfigError,
     DuplicateTaskIdError,
     InvalidTaskIdError,
@@ -27,10 +27,10 @@ from rollout_kit.tracing import (
     increment,
     register_phase,
     registered_phases,
-    schema,
     trace_phase,
     trace_session,
 )
+from rollout_kit.tracing import _schema as schema
 
 
 def _row(df: pd.DataFrame, key: Any) -> dict[str, Any]:

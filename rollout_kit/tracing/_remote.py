@@ -1,0 +1,67 @@
+"""Traces recorded in another process: put them on this process's time axis.
+
+A worker process records a task with its own tracer and ships the records
+(:meth:`Tracer.drain_records` format: a header, then task records) back; the receiving
+tracer :meth:`~rollout_kit.tracing._tracer.Tracer.ingest` s them, re-anchoring times through
+the header's ``wall_epoch``. :func:`reanchor` prepares such records first: it corrects the
+header for the worker's clock offset and, for a task the receiving side submitted and
+dispatched itself, replaces those marks by the ones it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .._errors import TraceSchemaError
+from ._codes import CONSUME, DISPATCH, SUBMIT
+
+__all__ = ["reanchor"]
+
+
+def reanchor(header: Mapping[str, Any], record: Mapping[str, Any], *,
+             clock_offset_s: float = 0.0,
+             local: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+             local_marks: Iterable[int] = (SUBMIT, DISPATCH),
+             drop_marks: Iterable[int] = (CONSUME,)) -> list[dict[str, Any]]:
+    """``[header, record]`` of a task traced in another process, ready for ``ingest``.
+
+    Args:
+        header: the remote tracer's header record (its clock anchor).
+        record: the remote task record (``kind == "task"``); not modified.
+        clock_offset_s: how far the remote wall clock runs ahead of this one (seconds);
+            the returned header's ``wall_epoch`` is moved back by it.
+        local: ``(header, task record)`` of the same task as recorded here, e.g. drained
+            from the tracer that submitted and dispatched it; its ``local_marks`` replace
+            the remote ones, converted to the remote header's time axis (a missing local
+            mark keeps the remote value).
+        local_marks: mark codes (:mod:`~rollout_kit.tracing._codes`) taken from ``local``.
+        drop_marks: mark codes cleared in the result (default: ``CONSUME``, which the
+            consuming side records itself).
+
+    Returns:
+        New dicts: the corrected header and the task record with the merged marks; pass
+        them to :meth:`Tracer.ingest`.
+
+    Raises:
+        TraceSchemaError: a header without ``wall_epoch`` or a record without ``marks``.
+    """
+    try:
+        head = dict(header)
+        head["wall_epoch"] = float(head["wall_epoch"]) - clock_offset_s
+        rec = dict(record)
+        marks = list(rec["marks"])
+        if local is not None:
+            lhead, lrec = local
+            # a time t relative to the local epoch is t + shift relative to the remote one
+            shift = round((float(lhead["wall_epoch"]) - head["wall_epoch"]) * 1e9)
+            lmarks = lrec["marks"]
+            for code in local_marks:
+                if lmarks[code] is not None:
+                    marks[code] = int(lmarks[code]) + shift
+        for code in drop_marks:
+            marks[code] = None
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise TraceSchemaError(f"reanchor(): malformed header or task record: {exc!r}") from exc
+    rec["marks"] = marks
+    return [head, rec]
