@@ -94,7 +94,8 @@ MODULES: dict[str, Module] = {
     "otel": Module(("rollout_kit/otel/join.py", "rollout_kit/otel/spans.py"),
                    ("tests/test_otel.py", "tests/test_load_otel_replay_edges.py")),
     "replay": Module(("rollout_kit/replay/compare.py", "rollout_kit/replay/calls.py"),
-                     ("tests/test_replay.py", "tests/test_load_otel_replay_edges.py")),
+                     ("tests/test_replay.py", "tests/test_replay_edges.py",
+                      "tests/test_load_otel_replay_edges.py")),
     # one module of it at a time (the whole is ~3,000 mutants)
     **{f"tracing.{m}": Module((_tracing_files(m),), _TRACING_TESTS, _TRACING_SLOW)
        for m in _TRACING},
