@@ -95,7 +95,8 @@ MODULES: dict[str, Module] = {
     "otel": Module(("rollout_kit/otel/_join.py", "rollout_kit/otel/_spans.py"),
                    ("tests/test_otel.py", "tests/test_load_otel_replay_edges.py")),
     "replay": Module(("rollout_kit/replay/_compare.py", "rollout_kit/replay/_calls.py"),
-                     ("tests/test_replay.py", "tests/test_load_otel_replay_edges.py")),
+                     ("tests/test_replay.py", "tests/test_replay_edges.py",
+                      "tests/test_load_otel_replay_edges.py")),
     # one module of it at a time (the whole is ~3,000 mutants)
     **{f"tracing.{m}": Module((_tracing_files(m),), _TRACING_TESTS, _TRACING_SLOW)
        for m in _TRACING},
