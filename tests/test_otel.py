@@ -22,6 +22,8 @@ from rollout_kit._errors import ConfigError, RolloutTimeoutError
 from rollout_kit._io import ModelRequest
 from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.otel import OtlpReceiver, export_traces, join_server_spans
+from rollout_kit.otel._join import SERVER_COLUMNS
+from rollout_kit.otel._spans import SpanDecodeError, decode_export_request, span_rows
 from rollout_kit.sim import SimConfig, serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, trace_session, traceparent
@@ -277,3 +279,147 @@ async def test_the_timeline_draws_the_server_segments(by: str, receiver: OtlpRec
     assert len(set(y.round(3))) == (2 if by == "task" else 4)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "server decode" in labels
+
+
+# -- the join and the decoding, by hand (no simulator) --
+
+_PREFIX = "ab" * 8
+_FULL = {"gen_ai.latency.time_in_queue": 0.1, "gen_ai.latency.time_to_first_token": 0.2,
+         "gen_ai.latency.e2e": 0.5}
+
+
+def _sessions(keys: list[tuple[int, int]], **cols: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(cols or {"generate_s": [1.0] * len(keys)},
+                        index=pd.MultiIndex.from_tuples(keys, names=["task_id", "session_id"]))
+
+
+def _row(task: int, session: int, *, start: float = 100.5, trace_id: str | None = None,
+         attributes: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": "llm_request", "kind": "SERVER", "start_wall": start,
+            "end_wall": start + 0.5, "service": "x", "span_id": "11" * 8,
+            "trace_id": trace_id or _PREFIX + f"{task:016x}",
+            "parent_span_id": f"{session + 1:016x}",
+            "attributes": _FULL if attributes is None else attributes}
+
+
+def test_task_ids_are_read_as_all_sixteen_hex_digits() -> None:
+    """Task 16 is ``…10`` in hex (not 10, nor 17); a task id using the top digit of the
+    trace id's task part keeps it."""
+    big = 0x7000_0000_0000_0003
+    sessions = _sessions([(16, 0), (10, 0), (big, 2), (3, 2)])
+    view = join_server_spans(sessions, pd.DataFrame([_row(16, 0), _row(big, 2)]),
+                             trace_prefix=_PREFIX, wall_epoch=100.0)
+    assert view.counts == {"joined": 2}
+    assert view.sessions["server_spans"].tolist() == [1, 0, 1, 0]
+
+
+def test_a_trace_id_must_be_lower_case_hex() -> None:
+    sessions = _sessions([(3, 0)])
+    rows = [_row(3, 0, trace_id="X" * 32), _row(3, 0, trace_id=(_PREFIX + f"{3:016x}").upper()),
+            _row(3, 0, trace_id="g" * 32)]
+    for prefix in (_PREFIX, None):
+        view = join_server_spans(sessions, pd.DataFrame(rows), trace_prefix=prefix,
+                                 wall_epoch=100.0)
+        assert view.counts == {"not a W3C trace id": 3}  # each reason counted, not just seen
+        assert view.unmatched["why"].tolist() == ["not a W3C trace id"] * 3
+        assert view.sessions["server_spans"].tolist() == [0]
+
+
+def test_each_session_gets_its_own_spans_whatever_the_frame_order() -> None:
+    """The sessions frame in no particular order; a session no span names keeps 0 spans and
+    NaN latencies; the front end is ``in_flight_s`` less the server's e2e."""
+    sessions = _sessions([(5, 1), (3, 7), (4, 0), (3, 2)],
+                         generate_s=[3.0, 2.0, 9.0, 1.0], in_flight_s=[2.5, 1.5, 8.0, 0.75])
+    rows = [_row(3, 2, start=100.25, attributes={**_FULL, "gen_ai.latency.e2e": 0.5}),
+            _row(5, 1, start=101.0, attributes={**_FULL, "gen_ai.latency.e2e": 2.0}),
+            _row(3, 7, start=100.5, attributes={**_FULL, "gen_ai.latency.e2e": 1.0})]
+    view = join_server_spans(sessions, pd.DataFrame(rows), trace_prefix=_PREFIX,
+                             wall_epoch=100.0)
+    s = view.sessions
+    assert list(s.columns) == ["generate_s", "in_flight_s", *SERVER_COLUMNS]
+    assert list(s.index) == [(5, 1), (3, 7), (4, 0), (3, 2)]
+    assert s["server_spans"].dtype == "int64"
+    assert s["server_spans"].tolist() == [1, 1, 0, 1]
+    assert s["server_e2e_s"].tolist()[:2] == [2.0, 1.0] and s["server_e2e_s"].iloc[3] == 0.5
+    assert s["server_start_ts"].tolist()[:2] == [1.0, 0.5]
+    assert s["server_frontend_s"].tolist()[:2] == [0.5, 0.5]
+    assert s["server_frontend_s"].iloc[3] == 0.25
+    assert s["client_overhead_s"].tolist()[:2] == [1.0, 1.0]
+    missed = s.loc[(4, 0)]
+    assert missed["server_spans"] == 0
+    assert missed[list(SERVER_COLUMNS[1:])].isna().all()
+    # the joined spans, sorted by session and arrival, with their latencies as columns
+    assert view.spans[["task_id", "session_id"]].values.tolist() == [[3, 2], [3, 7], [5, 1]]
+    assert view.spans["e2e_s"].tolist() == [0.5, 1.0, 2.0]
+    assert view.unmatched.empty
+    assert list(view.unmatched.columns) == [*pd.DataFrame(rows).columns, "why"]
+
+
+def test_no_span_joined_leaves_zero_spans_and_nan_latencies() -> None:
+    sessions = _sessions([(3, 0), (3, 1)], generate_s=[1.0, 2.0], in_flight_s=[0.5, 1.5])
+    view = join_server_spans(sessions, pd.DataFrame([_row(9, 0)]), trace_prefix=_PREFIX,
+                             wall_epoch=100.0)
+    assert view.counts == {"no such session in the frame": 1}
+    s = view.sessions
+    assert s["server_spans"].tolist() == [0, 0] and s["server_spans"].dtype == "int64"
+    for col in SERVER_COLUMNS[1:]:
+        assert s[col].dtype == "float64" and s[col].isna().all(), col
+    assert view.spans.empty
+
+
+def _request(service: str | None = "svc") -> ExportTraceServiceRequest:
+    req = ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    if service is not None:
+        kv = rs.resource.attributes.add()
+        kv.key, kv.value.string_value = "service.name", service
+    kv = rs.resource.attributes.add()
+    kv.key, kv.value.int_value = "pid", 7
+    sp = rs.scope_spans.add().spans.add()
+    sp.trace_id, sp.span_id, sp.name = bytes(range(16)), bytes(range(1, 9)), "x"
+    sp.parent_span_id = bytes(range(2, 10))
+    sp.kind = 2  # SPAN_KIND_SERVER
+    sp.start_time_unix_nano, sp.end_time_unix_nano = 2 * 10**9, 3 * 10**9
+    a = sp.attributes.add()
+    a.key = "map"
+    inner = a.value.kvlist_value.values.add()
+    inner.key, inner.value.int_value = "n", 3
+    inner = a.value.kvlist_value.values.add()
+    inner.key = "list"
+    inner.value.array_value.values.add().bool_value = True
+    inner.value.array_value.values.add().double_value = 0.5
+    a = sp.attributes.add()
+    a.key, a.value.bytes_value = "raw", b"\x01\xab"
+    a = sp.attributes.add()
+    a.key = "unset"  # an AnyValue with no value
+    a = sp.attributes.add()
+    a.key, a.value.string_value = "s", "text"
+    return req
+
+
+@pytest.mark.parametrize("content_type", ["application/x-protobuf", "application/json"])
+def test_every_attribute_value_kind_decodes(content_type: str) -> None:
+    req = _request()
+    body = (json_format.MessageToJson(req).encode() if content_type == "application/json"
+            else req.SerializeToString())
+    [row] = decode_export_request(body, content_type)
+    assert row == {
+        "trace_id": bytes(range(16)).hex(), "span_id": "0102030405060708",
+        "parent_span_id": "0203040506070809", "name": "x", "kind": "SERVER",
+        "start_wall": 2.0, "end_wall": 3.0, "service": "svc",
+        "attributes": {"map": {"n": 3, "list": [True, 0.5]}, "raw": "01ab", "unset": None,
+                       "s": "text"}}
+
+
+def test_a_resource_without_a_service_name_has_none() -> None:
+    [row] = span_rows(_request(service=None))
+    assert row["service"] is None
+
+
+def test_a_bad_body_names_its_content_type() -> None:
+    with pytest.raises(SpanDecodeError, match=r"request \(application/x-protobuf\): "):
+        decode_export_request(b"\xff\xfenot protobuf", "application/x-protobuf")
+    with pytest.raises(SpanDecodeError, match=r"request \(no content type\): "):
+        decode_export_request(b"\xff\xfenot protobuf", "")
+    with pytest.raises(SpanDecodeError, match=r"request \(application/json\): "):
+        decode_export_request(b"{not json", "application/json")

@@ -44,7 +44,7 @@ __all__ = ["Arrivals"]
 _CHUNK = 4096
 
 
-def _positive(name: str, value: object, *, allow_inf: bool) -> float:
+def _positive(name: str, value: object, *, allow_inf: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{name} must be a number > 0, got {value!r}")
     v = float(value)
@@ -86,8 +86,8 @@ class Arrivals:
         if self.ramp_up is not None:
             if len(self.ramp_up) != 2:
                 raise ConfigError(f"ramp_up must be (start_rps, end_rps), got {self.ramp_up!r}")
-            _positive("ramp_up start_rps", self.ramp_up[0], allow_inf=False)
-            _positive("ramp_up end_rps", self.ramp_up[1], allow_inf=False)
+            _positive("ramp_up start_rps", self.ramp_up[0])
+            _positive("ramp_up end_rps", self.ramp_up[1])
         if (isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0
                 or self.seed >= 2**32):  # RandomState's range
             raise ConfigError(f"seed must be an int in [0, 2**32), got {self.seed!r}")
@@ -131,8 +131,8 @@ class Arrivals:
     def _gaps(self, rng: np.random.RandomState, rates: np.ndarray | float,
               size: int) -> np.ndarray:
         if math.isinf(self.burstiness):
-            return np.broadcast_to(1.0 / np.asarray(rates, dtype=float), (size,)).copy()
-        scale = 1.0 / (np.asarray(rates, dtype=float) * self.burstiness)
+            return np.full(size, 1.0) / rates
+        scale = 1.0 / (rates * self.burstiness)
         return rng.gamma(shape=self.burstiness, scale=scale, size=size)
 
     def offsets(self, n: int) -> np.ndarray:
@@ -154,7 +154,7 @@ class Arrivals:
         rng = np.random.RandomState(self.seed)
         if self.ramp_up is not None:
             start, end = self.ramp_up
-            progress = np.arange(n) / (n - 1) if n > 1 else np.zeros(1)
+            progress = np.arange(n) / max(n - 1, 1)
             rates = start + (end - start) * progress
             return np.cumsum(self._gaps(rng, rates, n))
         if math.isinf(self.rate):
@@ -172,14 +172,14 @@ class Arrivals:
         Raises:
             ConfigError: ``duration`` not > 0 and finite, or ``rate=inf`` with no ``limit``.
         """
-        d = _positive("duration", duration, allow_inf=False)
+        d = _positive("duration", duration)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 0):
             raise ConfigError(f"limit must be an int >= 0, got {limit!r}")
         if self.timestamps is not None:
             ts = np.asarray(self.timestamps, dtype=float)
             ts = ts[ts < d]
-            return ts if limit is None else ts[:limit]
+            return ts[:limit]
         if self.ramp_up is None and math.isinf(self.rate):
             if limit is None:
                 raise ConfigError("rate=inf (everything at t=0) needs a bound in requests "
@@ -191,12 +191,12 @@ class Arrivals:
             times: list[float] = []
             t = 0.0
             while limit is None or len(times) < limit:
-                rate = start + (end - start) * min(t / d, 1.0)
+                rate = start + (end - start) * (t / d)  # t < d here
                 t += float(self._gaps(rng, rate, 1)[0])
                 if t >= d:
                     break
                 times.append(t)
-            return np.asarray(times, dtype=float)
+            return np.asarray(times)
         parts: list[np.ndarray] = []
         t0 = 0.0
         count = 0
@@ -209,7 +209,7 @@ class Arrivals:
                 break
             t0 = float(chunk[-1])
         out = np.concatenate(parts)
-        return out if limit is None else out[:limit]
+        return out[:limit]
 
     def offered_rate(self, offsets: np.ndarray) -> float:
         """The rate these offsets offer: ``len / last`` (``inf`` when all are at 0)."""

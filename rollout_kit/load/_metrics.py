@@ -130,10 +130,11 @@ def _stats(name: str, values_s: np.ndarray, percentiles: Sequence[float]) -> dic
     return out
 
 
-def _col(frame: pd.DataFrame, name: str, default: float = math.nan) -> np.ndarray:
+def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """The column as floats, NaN where missing (and all NaN without the column)."""
     if name in frame.columns:
-        return frame[name].to_numpy(dtype=float, na_value=math.nan)
-    return np.full(len(frame), default)
+        return frame[name].to_numpy(dtype=float)  # NA and None become NaN
+    return np.full(len(frame), math.nan)
 
 
 def _measured(frame: pd.DataFrame) -> pd.DataFrame:
@@ -189,8 +190,8 @@ def compute_metrics(frame: pd.DataFrame, *, duration_s: float,
     ok = df[done]
     ttft = _col(ok, "ttft_s")
     e2el = _col(ok, "e2el_s")
-    out_tok = np.nan_to_num(_col(ok, "output_tokens", 0.0))
-    in_tok = np.nan_to_num(_col(ok, "prompt_tokens", 0.0))
+    out_tok = np.nan_to_num(_col(ok, "output_tokens"))  # unknown counts: 0
+    in_tok = np.nan_to_num(_col(ok, "prompt_tokens"))
     tpot = tpot_of(e2el, ttft, out_tok)
     itl: list[float] = []
     if "itl_s" in ok.columns:
@@ -206,18 +207,16 @@ def compute_metrics(frame: pd.DataFrame, *, duration_s: float,
     def per_s(x: float) -> float:
         return x / dur if dur > 0 else math.nan
 
-    good = 0
+    request_goodput = math.nan
     if slos:
+        # a request with one output token has TPOT 0 here (vllm's goodput)
+        slo_values = {"ttft": ttft, "tpot": np.where(out_tok > 1, tpot, 0.0), "e2el": e2el}
         good_mask = np.ones(completed, dtype=bool)
-        if "ttft" in slos:
-            good_mask &= ttft <= slos["ttft"] / _MS
-        if "tpot" in slos:
-            good_mask &= np.where(out_tok > 1, tpot, 0.0) <= slos["tpot"] / _MS
-        if "e2el" in slos:
-            good_mask &= e2el <= slos["e2el"] / _MS
-        good = int(good_mask.sum())
+        for name, ms in slos.items():
+            good_mask &= slo_values[name] <= ms / _MS
+        request_goodput = per_s(int(good_mask.sum()))
     reasons: dict[str, int] = {}
-    if n_failed and "reason" in df.columns:
+    if "reason" in df.columns:  # none failed: no reasons
         counts = df.loc[failed, "reason"].fillna("unknown").astype(str).value_counts()
         reasons = {str(k): int(v) for k, v in counts.items()}
     elif n_failed:
@@ -230,7 +229,7 @@ def compute_metrics(frame: pd.DataFrame, *, duration_s: float,
         "total_input_tokens": total_in,
         "total_output_tokens": total_out,
         "request_throughput": per_s(completed),
-        "request_goodput": per_s(good) if slos else math.nan,
+        "request_goodput": request_goodput,
         "output_throughput": per_s(total_out),
         "total_token_throughput": per_s(total_in + total_out),
         "error_rate": n_failed / (completed + n_failed) if completed + n_failed else math.nan,
@@ -243,7 +242,7 @@ def compute_metrics(frame: pd.DataFrame, *, duration_s: float,
         m.update(_stats(name, series[name], ps))
     for col, name in (("send_lag_s", "send_lag"), ("queue_wait_s", "queue_wait")):
         if col in df.columns:
-            sent = df[col].to_numpy(dtype=float, na_value=math.nan)
+            sent = _col(df, col)
             m.update(_stats(name, sent, ps))
             m[f"max_{name}_ms"] = float(np.nanmax(sent) * _MS) if np.any(
                 ~np.isnan(sent)) else math.nan
@@ -318,7 +317,7 @@ def accepted_samples_per_s(frame: pd.DataFrame, *, duration_s: float,
         raise ConfigError(f"group_size must be an int >= 1, got {group_size!r}")
     ok = _accepted(frame, max_staleness)
     if "samples" in ok.columns:
-        n = float(np.nan_to_num(ok["samples"].to_numpy(dtype=float, na_value=0.0)).sum())
+        n = float(ok["samples"].sum())  # a missing count adds nothing
     else:
         n = float(len(ok) * group_size)
     return n / float(duration_s)

@@ -153,7 +153,7 @@ def join_server_spans(sessions: pd.DataFrame, spans: pd.DataFrame, *,
     spans_frame = pd.DataFrame(joined)
     if joined:
         spans_frame = spans_frame.sort_values(["task_id", "session_id", "start_wall"])
-        per = spans_frame.groupby(["task_id", "session_id"], sort=False)
+        per = spans_frame.groupby(["task_id", "session_id"])
         agg = pd.DataFrame({
             "server_spans": per.size(),
             "server_queue_s": per["queue_s"].sum(min_count=1),
@@ -163,9 +163,7 @@ def join_server_spans(sessions: pd.DataFrame, spans: pd.DataFrame, *,
             "server_e2e_s": per["e2e_s"].sum(min_count=1),
             "server_start_ts": per["start_ts"].min(),
         })
-        idx = pd.MultiIndex.from_tuples(list(agg.index), names=list(out.index.names))
-        agg.index = idx
-        hit = out.index.isin(idx)
+        hit = out.index.isin(agg.index)
         for col in agg.columns:
             out.loc[hit, col] = agg[col].reindex(out.index[hit]).to_numpy()
         out["server_spans"] = out["server_spans"].astype("int64")
