@@ -28,8 +28,8 @@ import aiohttp
 import numpy as np
 import orjson
 
+from rollout_kit.load import Arrivals
 from rollout_kit.load._alarm import Alarm
-from rollout_kit.load._arrivals import Arrivals
 
 PROMPT_LEN = 64
 #: the last stretch before a deadline spent yielding to the loop (a vCPU woken from idle

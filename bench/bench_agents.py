@@ -63,9 +63,13 @@ from _common import (
 )
 from bench_engines import BARE_LIMIT, OFFERED_RATE, _poisson, latency_for
 
-from rollout_kit._config import ExecutorConfig, GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit import (
+    ExecutorConfig,
+    GenerationConfig,
+    ModelRequest,
+    ModelResponse,
+    RolloutController,
+)
 from rollout_kit.agents import AgentClient, AgentWorkflow
 from rollout_kit.sim._chat_template import evaluate
 

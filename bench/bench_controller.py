@@ -41,9 +41,7 @@ from _common import (
     spread,
 )
 
-from rollout_kit._config import ExecutorConfig, GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._io import ModelRequest
+from rollout_kit import ExecutorConfig, GenerationConfig, ModelRequest, RolloutController
 
 __all__ = ["rows"]
 

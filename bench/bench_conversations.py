@@ -26,7 +26,7 @@ from typing import Any
 from _common import Row, Size, cpu_seconds, print_rows, sim_process, size_from_args, spread
 
 import rollout_kit as rk
-from rollout_kit._config import EngineConfig, ExecutorConfig
+from rollout_kit import EngineConfig, ExecutorConfig
 from rollout_kit.load import Arrivals, LoadSpec, run_conversations_async, synthetic_conversations
 
 __all__ = ["main", "rows"]

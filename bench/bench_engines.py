@@ -50,8 +50,7 @@ from _common import (
     spread,
 )
 
-from rollout_kit._config import EngineConfig, GenerationConfig
-from rollout_kit._io import ModelRequest
+from rollout_kit import EngineConfig, GenerationConfig, ModelRequest
 from rollout_kit.engines import RemoteInfEngine, RemotevLLMEngine
 
 __all__ = ["rows"]

@@ -35,9 +35,7 @@ from typing import Any
 
 from _common import Row, Size, check, print_rows, size_from_args
 
-from rollout_kit._config import GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._io import ModelRequest
+from rollout_kit import GenerationConfig, ModelRequest, RolloutController
 
 __all__ = ["rows"]
 

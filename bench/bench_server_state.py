@@ -40,8 +40,7 @@ import aiohttp
 from _common import Row, Size, check, cpu_seconds, run_alone, sim_process, spread
 from bench_controller import OneGenerate
 
-from rollout_kit._config import ExecutorConfig
-from rollout_kit._controller import RolloutController
+from rollout_kit import ExecutorConfig, RolloutController
 from rollout_kit.engines._scrape import SampleParser
 from rollout_kit.tracing import Tracer, load_traces
 

@@ -45,9 +45,13 @@ from typing import Any
 
 from _common import Row, Size, check, run_alone, spread
 
-from rollout_kit._config import ExecutorConfig, GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit import (
+    ExecutorConfig,
+    GenerationConfig,
+    ModelRequest,
+    ModelResponse,
+    RolloutController,
+)
 from rollout_kit._workflows import RewardMode, SingleTurnWorkflow
 from rollout_kit.engines import InferenceEngine
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit import ModelRequest, ModelResponse
 from rollout_kit.engines import InferenceEngine
-from rollout_kit.sim._tokenizer import ByteTokenizer
+from rollout_kit.sim import ByteTokenizer
 
 __all__ = ["LocalEngine"]
 

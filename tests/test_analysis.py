@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit import analysis
-from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit import ConfigError, TraceSchemaError, analysis
 from rollout_kit.tracing import _schema as S
 from tests._trace_factories import hand_tasks, make_traces, record_with_tracer
 

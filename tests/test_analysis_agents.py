@@ -16,8 +16,7 @@ import pandas as pd
 import pytest
 
 import rollout_kit as rk
-from rollout_kit import analysis
-from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit import ConfigError, TraceSchemaError, analysis
 from rollout_kit.agents import AgentWorkflow
 from rollout_kit.analysis._agents import SPLIT_COLUMNS, TAIL_COLUMNS, TURN_COLUMNS
 from rollout_kit.plotting import plot_timeline

@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rollout_kit import ConfigError, EngineConnectionError, NoHealthyServerError
 from rollout_kit._cli import SUBCOMMANDS, Subcommand, error_line, main
 from rollout_kit._cli.demo import _reason_lines, _wait_ready
-from rollout_kit._errors import ConfigError, EngineConnectionError, NoHealthyServerError
 from rollout_kit._paths import parse_address, prepare_output_dir, remove_output_dir
 
 pytestmark = pytest.mark.timeout(120)

@@ -8,9 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rollout_kit import GenerationConfig, RolloutController
+from rollout_kit import GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit._cli import main
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import SimCluster, serve_in_thread
 from rollout_kit.testing import fast_engine_config
 

@@ -7,12 +7,12 @@ import threading
 
 import pytest
 
-from rollout_kit._config import ExecutorConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     ControllerStateError,
     DuplicateTaskIdError,
+    ExecutorConfig,
+    RolloutController,
     RolloutTimeoutError,
 )
 from rollout_kit._executor import Job
@@ -190,7 +190,7 @@ def test_progress_bar_for_blocking_batches(capsys: pytest.CaptureFixture[str]) -
 
 
 async def test_bad_data_raises_in_submit_and_batches_without_spending_ids() -> None:
-    from rollout_kit._workflows import SingleTurnWorkflow
+    from rollout_kit import SingleTurnWorkflow
 
     ctl = RolloutController([LocalEngine("a"), LocalEngine("b")])
     wf = SingleTurnWorkflow(lambda *a, **k: 1.0)
@@ -210,9 +210,7 @@ async def test_bad_data_raises_in_submit_and_batches_without_spending_ids() -> N
 
 async def test_unreachable_server_fails_tasks_with_no_healthy_server() -> None:
     """Nothing listens on 127.0.0.1:1: the reason and error say so, not workflow_exception."""
-    from rollout_kit._config import EngineConfig, Timeouts
-    from rollout_kit._errors import NoHealthyServerError
-    from rollout_kit._workflows import SingleTurnWorkflow
+    from rollout_kit import EngineConfig, NoHealthyServerError, SingleTurnWorkflow, Timeouts
 
     cfg = EngineConfig(timeouts=Timeouts(setup=0.3, health=0.2, connect=0.2))
     ctl = RolloutController(sglang=["127.0.0.1:1"], engine_config=cfg)

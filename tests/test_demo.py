@@ -7,10 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rollout_kit import GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit._cli import main
-from rollout_kit._config import GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.examples import exact_match_reward, make_answer_fn, make_problems
 from rollout_kit.tracing import load_traces
 

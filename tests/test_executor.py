@@ -9,22 +9,22 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._config import ExecutorConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     ControllerStateError,
     DuplicateTaskIdError,
     EngineConnectionError,
     EngineServerError,
     EngineTimeoutError,
+    ExecutorConfig,
+    ModelRequest,
     NoHealthyServerError,
+    RolloutController,
     RolloutTimeoutError,
     UnknownTaskIdError,
     WorkflowError,
+    WorkflowExecutor,
 )
-from rollout_kit._executor import WorkflowExecutor
-from rollout_kit._io import ModelRequest
 from rollout_kit.tracing import Tracer
 from tests._local_engine import LocalEngine
 

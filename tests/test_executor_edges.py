@@ -16,8 +16,13 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._config import ExecutorConfig
-from rollout_kit._errors import ConfigError, ControllerStateError, EngineServerError
+from rollout_kit import (
+    ConfigError,
+    ControllerStateError,
+    EngineServerError,
+    ExecutorConfig,
+    RolloutResult,
+)
 from rollout_kit._executor import (
     DISPATCH_SLICE,
     Dispatcher,
@@ -28,7 +33,6 @@ from rollout_kit._executor import (
     make_recipe,
 )
 from rollout_kit._executor.staleness import stall_message
-from rollout_kit._io import RolloutResult
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import _schema as S
 from tests._local_engine import LocalEngine

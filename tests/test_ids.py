@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rollout_kit._errors import DuplicateTaskIdError, InvalidTaskIdError
+from rollout_kit import DuplicateTaskIdError, InvalidTaskIdError
 from rollout_kit._ids import TaskIdGenerator, validate_task_id
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rollout_kit.load._metrics import compute_metrics
+from rollout_kit.load import compute_metrics
 from rollout_kit.otel import join_server_spans
 from rollout_kit.replay._calls import Replayed
 from rollout_kit.replay._compare import compare_call

@@ -17,12 +17,16 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from rollout_kit import EngineConfig, GenerationConfig, RolloutController
-from rollout_kit._errors import ConfigError, RolloutTimeoutError
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import SingleTurnWorkflow
-from rollout_kit.otel import OtlpReceiver, export_traces, join_server_spans
-from rollout_kit.otel._join import SERVER_COLUMNS
+from rollout_kit import (
+    ConfigError,
+    EngineConfig,
+    GenerationConfig,
+    ModelRequest,
+    RolloutController,
+    RolloutTimeoutError,
+    SingleTurnWorkflow,
+)
+from rollout_kit.otel import SERVER_COLUMNS, OtlpReceiver, export_traces, join_server_spans
 from rollout_kit.otel._spans import SpanDecodeError, decode_export_request, span_rows
 from rollout_kit.sim import SimConfig, serve
 from rollout_kit.testing import fast_engine_config

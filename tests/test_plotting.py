@@ -17,8 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_rgba
 from matplotlib.testing.decorators import check_figures_equal
 
+from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit import plotting as P
-from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import phase_color, register_phase
 from tests._trace_factories import hand_tasks, make_traces, record_with_tracer

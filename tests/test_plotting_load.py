@@ -16,8 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from rollout_kit import ConfigError
 from rollout_kit import plotting as P
-from rollout_kit._errors import ConfigError
 
 
 @pytest.fixture(autouse=True)

@@ -24,15 +24,19 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'rollout-kit[ray]')")
 
-from rollout_kit._config import ExecutorConfig  # noqa: E402
-from rollout_kit._controller import RolloutController  # noqa: E402
-from rollout_kit._errors import ConfigError, SchedulerError  # noqa: E402
-from rollout_kit._io import ModelRequest, RolloutResult  # noqa: E402
+from rollout_kit import (  # noqa: E402
+    ConfigError,
+    ExecutorConfig,
+    ModelRequest,
+    RolloutController,
+    RolloutResult,
+    SchedulerError,
+    SingleTurnWorkflow,
+)
 from rollout_kit._loop import LoopBinding  # noqa: E402
-from rollout_kit._workflows import SingleTurnWorkflow  # noqa: E402
 from rollout_kit.tracing import Tracer  # noqa: E402
-from rollout_kit.workers import WorkerSpec  # noqa: E402
-from rollout_kit.workers._ray import RayScheduler, RayWorkerHandle, loopback  # noqa: E402
+from rollout_kit.workers import RayScheduler, WorkerSpec  # noqa: E402
+from rollout_kit.workers._ray import RayWorkerHandle, loopback  # noqa: E402
 from rollout_kit.workers._ray.loopback import init_local_ray, non_loopback_listeners  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

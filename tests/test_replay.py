@@ -17,10 +17,15 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit import GenerationConfig, RolloutController, Tracer
-from rollout_kit._errors import ConfigError, TraceSchemaError
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ConfigError,
+    GenerationConfig,
+    ModelRequest,
+    RolloutController,
+    SingleTurnWorkflow,
+    Tracer,
+    TraceSchemaError,
+)
 from rollout_kit.replay import first_divergence, replay, replay_async
 from rollout_kit.sim import serve, serve_in_thread
 from rollout_kit.testing import fast_engine_config

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._errors import ConfigError, EngineError
-from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit import ConfigError, EngineError, ModelRequest, ModelResponse
 from rollout_kit.replay import _calls as calls
 from rollout_kit.replay._calls import Replayed, is_seeded, not_replayable, replay_call
 from rollout_kit.replay._compare import (

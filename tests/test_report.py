@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit import plotting
+from rollout_kit import ConfigError, plotting
 from rollout_kit._cli import main
-from rollout_kit._errors import ConfigError
 from rollout_kit.report import CHROME_FILE, PLOT_FILES, export_frames, write_report
 from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import load_traces

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit._workflows import RewardRunner
 from rollout_kit._workflows.reward import PROBE_CALLS
 

@@ -21,9 +21,7 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from rollout_kit import GenerationConfig, RolloutController
-from rollout_kit._errors import ConfigError
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import ConfigError, GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit.analysis import server_series
 from rollout_kit.engines import MetricsScraper
 from rollout_kit.engines._scrape import ScrapeTarget, keep_samples

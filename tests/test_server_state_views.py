@@ -21,12 +21,17 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rollout_kit import GenerationConfig, RolloutController, analysis, plotting
-from rollout_kit._errors import ConfigError
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ConfigError,
+    GenerationConfig,
+    RolloutController,
+    SingleTurnWorkflow,
+    analysis,
+    plotting,
+)
 from rollout_kit.notebook import LiveMonitor
 from rollout_kit.notebook._monitor import MONITOR_LANES
-from rollout_kit.plotting._server import lane_layout
+from rollout_kit.plotting import lane_layout
 from rollout_kit.report import PLOT_FILES, SERVER_STATE_FILE, write_report
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config

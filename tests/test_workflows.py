@@ -8,12 +8,16 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._config import GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import ConfigError
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
-from rollout_kit.sim._tokenizer import ByteTokenizer
+from rollout_kit import (
+    ConfigError,
+    GenerationConfig,
+    ModelRequest,
+    MultiTurnWorkflow,
+    RolloutController,
+    RolloutWorkflow,
+    SingleTurnWorkflow,
+)
+from rollout_kit.sim import ByteTokenizer
 from rollout_kit.tracing import register_phase, trace_phase, trace_session
 from tests._local_engine import LocalEngine
 
@@ -195,7 +199,7 @@ async def test_empty_input_ids_with_a_prompt_uses_the_prompt() -> None:
 
 
 def test_a_reward_with_the_wrong_signature_fails_when_the_workflow_is_built() -> None:
-    from rollout_kit._errors import ConfigError
+    from rollout_kit import ConfigError
 
     def two_args(prompt: str, completion: str) -> float:
         return 1.0

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import rollout_kit as rk
-from rollout_kit._errors import AgentClosedError, ConfigError
+from rollout_kit import AgentClosedError, ConfigError
 from rollout_kit.agents import AgentClient, AgentWorkflow, first_divergence
 from rollout_kit.sim import serve
 

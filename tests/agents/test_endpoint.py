@@ -10,7 +10,7 @@ import openai
 import pytest
 
 import rollout_kit as rk
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.agents import AgentEndpoint, AgentWorkflow
 from rollout_kit.sim import serve
 

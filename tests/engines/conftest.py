@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rollout_kit._config import GenerationConfig, Timeouts
-from rollout_kit._io import ModelRequest
+from rollout_kit import GenerationConfig, ModelRequest, Timeouts
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.engines import make_engine as make_flavour_engine
 from rollout_kit.sim import ByteTokenizer

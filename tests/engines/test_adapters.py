@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from rollout_kit._config import GenerationConfig
+from rollout_kit import GenerationConfig
+from rollout_kit.engines import SGLangBackend
 from rollout_kit.engines._backend import as_stop_reason
-from rollout_kit.engines._sglang import SGLangBackend
 from rollout_kit.engines._vllm import VLLMBackend, token_id_of
 
 SG = SGLangBackend()

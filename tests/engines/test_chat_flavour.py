@@ -10,12 +10,9 @@ import pytest
 from aiohttp import web
 
 import rollout_kit as rk
-from rollout_kit._config import GenerationConfig
-from rollout_kit._errors import ConfigError
-from rollout_kit._io import ModelRequest
-from rollout_kit.engines import FLAVOURS, backend_for, flavour_names, register_flavour
+from rollout_kit import ConfigError, GenerationConfig, ModelRequest
+from rollout_kit.engines import FLAVOURS, VLLMBackend, backend_for, flavour_names, register_flavour
 from rollout_kit.engines._openai_chat import ChatStreamParser, parse_chat_response
-from rollout_kit.engines._vllm import VLLMBackend
 from rollout_kit.sim import serve
 
 from .conftest import make_engine

@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from rollout_kit._config import EngineConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import (
+from rollout_kit import (
     EngineBadRequestError,
+    EngineConfig,
     EngineConnectionError,
     EngineError,
     EngineOverloadedError,
@@ -26,6 +26,8 @@ from rollout_kit._errors import (
     EngineTimeoutError,
     EngineUnreachableError,
     NoHealthyServerError,
+    RetryPolicy,
+    Timeouts,
 )
 from rollout_kit.engines import _http as http
 from rollout_kit.engines._http import (

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit._config import RetryPolicy
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     EngineBadRequestError,
     EngineConnectionError,
     EngineOverloadedError,
     EngineServerError,
+    RetryPolicy,
 )
 from rollout_kit.engines._http import (
     RetryState,

@@ -23,11 +23,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rollout_kit._errors import (
-    EngineConnectionError,
-    EngineTimeoutError,
-    EngineUnreachableError,
-)
+from rollout_kit import EngineConnectionError, EngineTimeoutError, EngineUnreachableError
 from rollout_kit.engines._transport import h1
 from rollout_kit.engines._transport import loop as loop_mod
 from rollout_kit.engines._transport.base import Reply

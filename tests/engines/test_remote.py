@@ -10,15 +10,18 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     ControllerStateError,
     EngineBadRequestError,
+    EngineConfig,
     EngineError,
+    GenerationConfig,
+    ModelRequest,
     NoHealthyServerError,
+    RetryPolicy,
+    Timeouts,
 )
-from rollout_kit._io import ModelRequest
 from rollout_kit.engines import RemoteSGLangEngine
 from rollout_kit.sim import serve, serve_in_thread
 

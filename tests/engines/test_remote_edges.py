@@ -20,8 +20,7 @@ import pandas as pd
 import pytest
 from aiohttp import web
 
-from rollout_kit._config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     ControllerStateError,
     EngineBadRequestError,
@@ -29,11 +28,15 @@ from rollout_kit._errors import (
     EngineResponseError,
     EngineServerError,
     EngineTimeoutError,
+    GenerationConfig,
+    ModelRequest,
+    RetryPolicy,
+    Timeouts,
 )
-from rollout_kit._io import ModelRequest
 from rollout_kit.engines import (
     RemoteSGLangEngine,
     RemotevLLMEngine,
+    SGLangBackend,
 )
 from rollout_kit.engines import _control as control
 from rollout_kit.engines import _http as http
@@ -41,7 +44,6 @@ from rollout_kit.engines import _recording as recording
 from rollout_kit.engines import _remote as remote
 from rollout_kit.engines._backend import Segment
 from rollout_kit.engines._output import Output, output_budget
-from rollout_kit.engines._sglang import SGLangBackend
 from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer, TrajectoryDump, load_dump
 from rollout_kit.tracing import _schema as S

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.engines._routing import (
     DEFAULT_STICKY_CAPACITY,
     ROUTE_KEY_SEPARATOR,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.load import Arrivals
 from rollout_kit.load._arrivals import _CHUNK
 

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 import numpy as np
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.load import Arrivals
 from rollout_kit.load._arrivals import _CHUNK
 

@@ -14,23 +14,20 @@ import pandas as pd
 import pytest
 
 import rollout_kit as rk
-from rollout_kit._config import EngineConfig, ExecutorConfig
-from rollout_kit._errors import ConfigError, DatasetError
+from rollout_kit import ConfigError, DatasetError, EngineConfig, ExecutorConfig
 from rollout_kit.load import (
     Arrivals,
     Conversation,
     ConversationTurn,
     LoadSpec,
     ThinkTime,
-    run_conversations_async,
-    synthetic_conversations,
-    turn_table,
-)
-from rollout_kit.load._datasets import (
     load_dataset,
     read_agent_trace,
     read_multiturn_json,
     read_sharegpt_conversations,
+    run_conversations_async,
+    synthetic_conversations,
+    turn_table,
     with_think_time,
 )
 from rollout_kit.sim import serve

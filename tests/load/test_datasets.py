@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rollout_kit import ConfigError, DatasetError
-from rollout_kit.load._datasets import (
+from rollout_kit.load import (
     DATASET_NAMES,
     LoadRequest,
     load_dataset,

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.load import (
     accepted_samples_per_s,
     compute_metrics,

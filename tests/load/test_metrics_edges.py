@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.load import accepted_samples_per_s, compute_metrics, parse_goodput, time_to_batch
 from rollout_kit.load._metrics import tpot_of
 

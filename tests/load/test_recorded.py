@@ -17,11 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit import ConfigError, DatasetError
-from rollout_kit._config import GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ConfigError,
+    DatasetError,
+    GenerationConfig,
+    ModelRequest,
+    RolloutController,
+    SingleTurnWorkflow,
+)
 from rollout_kit.load import (
     Arrivals,
     GenerateRequest,

@@ -21,11 +21,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import ConfigError
-from rollout_kit._io import ModelRequest, ModelResponse
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ConfigError,
+    EngineConfig,
+    GenerationConfig,
+    ModelRequest,
+    ModelResponse,
+    RetryPolicy,
+    RolloutController,
+    SingleTurnWorkflow,
+    Timeouts,
+)
 from rollout_kit.load import (
     Arrivals,
     GenerateRequest,

@@ -11,9 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from rollout_kit._config import EngineConfig, RetryPolicy, Timeouts
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError, EngineConfig, RetryPolicy, RolloutController, Timeouts
 from rollout_kit.load import (
     Arrivals,
     LoadRun,

@@ -22,11 +22,17 @@ from typing import Any, Literal
 import pandas as pd
 import pytest
 
-from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import EngineBadRequestError
-from rollout_kit._io import ModelRequest, ModelResponse
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    EngineBadRequestError,
+    EngineConfig,
+    GenerationConfig,
+    ModelRequest,
+    ModelResponse,
+    RetryPolicy,
+    RolloutController,
+    SingleTurnWorkflow,
+    Timeouts,
+)
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.replay import replay_async

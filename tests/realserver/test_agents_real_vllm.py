@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 import rollout_kit as rk
-from rollout_kit._config import EngineConfig, GenerationConfig
-from rollout_kit._io import ModelRequest
+from rollout_kit import EngineConfig, GenerationConfig, ModelRequest
 from rollout_kit.agents import AgentWorkflow, first_divergence
 from rollout_kit.engines import make_engine
 from rollout_kit.testing import VLLMCPUServer

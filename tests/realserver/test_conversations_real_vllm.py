@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import rollout_kit as rk
-from rollout_kit._config import EngineConfig
+from rollout_kit import EngineConfig
 from rollout_kit.load import (
     Arrivals,
     Conversation,

@@ -15,9 +15,7 @@ from collections.abc import Callable
 import pandas as pd
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import EngineConfig, GenerationConfig
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import EngineConfig, GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit.analysis import server_series
 from rollout_kit.testing import VLLMCPUServer
 from rollout_kit.tracing import _schema as S

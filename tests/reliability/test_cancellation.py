@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import GenerationConfig
+from rollout_kit import GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit._loop import private_loop
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.sim import serve_in_thread
 

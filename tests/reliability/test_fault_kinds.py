@@ -13,9 +13,7 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import (
+from rollout_kit import (
     EngineBadRequestError,
     EngineConnectionError,
     EngineError,
@@ -24,8 +22,13 @@ from rollout_kit._errors import (
     EngineServerError,
     EngineStatusError,
     EngineTimeoutError,
+    ExecutorConfig,
+    GenerationConfig,
+    RetryPolicy,
+    RolloutController,
+    SingleTurnWorkflow,
+    Timeouts,
 )
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import ApiName, FaultPlan, serve
 
 from .conftest import TOK, check_ledger, make_engine, pick, record

@@ -22,9 +22,14 @@ from aiohttp import web
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from rollout_kit._config import GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import RolloutKitError
-from rollout_kit._io import ModelRequest, ModelResponse
+from rollout_kit import (
+    GenerationConfig,
+    ModelRequest,
+    ModelResponse,
+    RetryPolicy,
+    RolloutKitError,
+    Timeouts,
+)
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.tracing import load_traces
 

@@ -32,7 +32,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit._io import RolloutResult
+from rollout_kit import RolloutResult
 from rollout_kit.tracing import TornTraceWarning, compact_trace, load_dump, load_traces
 
 from .conftest import Ledger, check_ledger, record

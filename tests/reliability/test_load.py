@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import ExecutorConfig, GenerationConfig, Timeouts
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ExecutorConfig,
+    GenerationConfig,
+    RolloutController,
+    SingleTurnWorkflow,
+    Timeouts,
+)
 from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer
 

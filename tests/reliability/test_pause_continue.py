@@ -13,10 +13,15 @@ from typing import Any, Literal
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._io import RolloutResult
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    ExecutorConfig,
+    GenerationConfig,
+    RetryPolicy,
+    RolloutController,
+    RolloutResult,
+    SingleTurnWorkflow,
+    Timeouts,
+)
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.sim import ApiName, serve
 from rollout_kit.sim._state import Emit, SimEngine, SimSequence

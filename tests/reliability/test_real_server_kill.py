@@ -15,10 +15,15 @@ from typing import Any
 
 import pytest
 
-from rollout_kit import RolloutController
-from rollout_kit._config import ExecutorConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import EngineConnectionError
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import (
+    EngineConnectionError,
+    ExecutorConfig,
+    GenerationConfig,
+    RetryPolicy,
+    RolloutController,
+    SingleTurnWorkflow,
+    Timeouts,
+)
 from rollout_kit.testing import VLLMCPUServer
 
 from .conftest import TOK, check_ledger, make_engine, pick, record

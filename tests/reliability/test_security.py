@@ -12,12 +12,19 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from rollout_kit import RolloutController
+from rollout_kit import (
+    EngineConfig,
+    EngineError,
+    GenerationConfig,
+    ModelRequest,
+    RetryPolicy,
+    RolloutController,
+    RolloutKitError,
+    SingleTurnWorkflow,
+    Timeouts,
+    TraceSchemaError,
+)
 from rollout_kit._cli import main as cli_main
-from rollout_kit._config import EngineConfig, GenerationConfig, RetryPolicy, Timeouts
-from rollout_kit._errors import EngineError, RolloutKitError, TraceSchemaError
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import SingleTurnWorkflow
 from rollout_kit.sim import FaultPlan, SimServer, serve
 from rollout_kit.sim._cli import add_arguments as sim_add_arguments
 from rollout_kit.tracing import Tracer, load_traces

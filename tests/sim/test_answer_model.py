@@ -13,10 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rollout_kit._config import GenerationConfig
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import ConfigError
-from rollout_kit._workflows import SingleTurnWorkflow
+from rollout_kit import ConfigError, GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit.examples import exact_match_reward, make_problems
 from rollout_kit.sim import ByteTokenizer, SimCluster, SimConfig, serve
 from rollout_kit.sim._answers import arithmetic_answer, find_question

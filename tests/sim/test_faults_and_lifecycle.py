@@ -13,7 +13,7 @@ import aiohttp
 import orjson
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.sim import FaultPlan, SimConfig, SimServer, serve, serve_in_thread
 
 from .helpers import post, sse, until

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.sim import ByteTokenizer, FaultPlan, SimConfig
 from rollout_kit.sim._generation import SamplingSpec, plan_output, sequence_key
 from rollout_kit.sim._latency import LatencyModel

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit._errors import TraceSchemaError
+from rollout_kit import TraceSchemaError
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import _schema as S
 from tests.tracing._batches import Record, set_at, traced_batch

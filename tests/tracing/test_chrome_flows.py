@@ -12,9 +12,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rollout_kit import GenerationConfig, RolloutController
-from rollout_kit._io import ModelRequest
-from rollout_kit._workflows import RolloutWorkflow, SingleTurnWorkflow
+from rollout_kit import (
+    GenerationConfig,
+    ModelRequest,
+    RolloutController,
+    RolloutWorkflow,
+    SingleTurnWorkflow,
+)
 from rollout_kit.engines import InferenceEngine
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config

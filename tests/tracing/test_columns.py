@@ -11,7 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import TraceSchemaError
+from rollout_kit import TraceSchemaError
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.tracing import _schema as schema
 from rollout_kit.tracing._codes import CONTINUE

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
-from rollout_kit._ids import TaskIdGenerator
+from rollout_kit import TaskIdGenerator
 from rollout_kit.tracing import (
     Tracer,
     annotate,

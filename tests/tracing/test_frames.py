@@ -9,8 +9,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit import analysis
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError, analysis
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.tracing import _schema as schema
 from rollout_kit.tracing._frames import _union_seconds, build_traces

@@ -23,8 +23,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from rollout_kit import analysis, plotting
-from rollout_kit._errors import TraceSchemaError
+from rollout_kit import TraceSchemaError, analysis, plotting
 from rollout_kit.tracing import Tracer, Traces, load_traces, read_guidellm, trace_phase
 from rollout_kit.tracing import _imports as imports_mod
 from rollout_kit.tracing._imports import (

@@ -24,9 +24,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rollout_kit import analysis, plotting
-from rollout_kit._controller import RolloutController
-from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit import ConfigError, RolloutController, TraceSchemaError, analysis, plotting
 from rollout_kit.load import Arrivals, LoadSpec, run_load_async, synthetic
 from rollout_kit.sim import SimCluster
 from rollout_kit.testing import fast_engine_config

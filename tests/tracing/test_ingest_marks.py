@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit._errors import UnknownTaskIdError
+from rollout_kit import UnknownTaskIdError
 from rollout_kit.tracing import Tracer
 
 

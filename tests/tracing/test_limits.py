@@ -5,12 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit._errors import (
-    ConfigError,
-    DuplicateTaskIdError,
-    TraceStateError,
-    UnknownTaskIdError,
-)
+from rollout_kit import ConfigError, DuplicateTaskIdError, TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing._store import IdSet, check_attrs, check_counts

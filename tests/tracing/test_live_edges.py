@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit._errors import TraceStateError, UnknownTaskIdError
+from rollout_kit import TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import (
     Tracer,
     TrajectoryDump,

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit._cli import main
-from rollout_kit._errors import ConfigError, TraceSchemaError
 from rollout_kit.tracing import (
     StaleParquetWarning,
     Tracer,

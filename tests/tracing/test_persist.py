@@ -11,7 +11,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit.tracing import TornTraceWarning, Tracer, load_traces, trace_phase
 
 

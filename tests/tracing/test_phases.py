@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.tracing import _schema as schema
 from rollout_kit.tracing import phase_color, register_phase, registered_phases
 

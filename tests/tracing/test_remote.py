@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rollout_kit._errors import TraceSchemaError
+from rollout_kit import TraceSchemaError
 from rollout_kit.tracing import Tracer, reanchor
 from rollout_kit.tracing import _codes as codes
 from rollout_kit.tracing._codes import CONSUME, DISPATCH, END, START, SUBMIT

@@ -18,10 +18,16 @@ from typing import Any
 
 import pytest
 
-from rollout_kit._errors import TraceStateError, UnknownTaskIdError
-from rollout_kit.tracing import Tracer, current_tracer, trace_phase, traceparent
+from rollout_kit import TraceStateError, UnknownTaskIdError
+from rollout_kit.tracing import (
+    Tracer,
+    current_session_id,
+    current_task_id,
+    current_tracer,
+    trace_phase,
+    traceparent,
+)
 from rollout_kit.tracing import _schema as S
-from rollout_kit.tracing._context import current_session_id, current_task_id
 from rollout_kit.tracing._scopes import ENDED, NOOP, OPEN, PhaseScope
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit._errors import ConfigError
+from rollout_kit import ConfigError
 from rollout_kit.tracing import Tracer, load_traces, session_event
 from rollout_kit.tracing import _schema as S
 

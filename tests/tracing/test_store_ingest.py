@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import ConfigError, TraceSchemaError
+from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit.tracing import Tracer, annotate
 from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing._frames import build_traces

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit._errors import ConfigError, TraceStateError, UnknownTaskIdError
-from rollout_kit.tracing import Tracer, current_tracer, load_traces
-from rollout_kit.tracing._context import current_task_id
+from rollout_kit import ConfigError, TraceStateError, UnknownTaskIdError
+from rollout_kit.tracing import Tracer, current_task_id, current_tracer, load_traces
 
 
 async def test_task_starts_mark_dispatch_and_start_and_make_each_tasks_context() -> None:

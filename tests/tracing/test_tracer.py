@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit._errors import (
+from rollout_kit import (
     ConfigError,
     DuplicateTaskIdError,
     InvalidTaskIdError,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rollout_kit._errors import ConfigError, TraceStateError, UnknownTaskIdError
+from rollout_kit import ConfigError, TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer
 from rollout_kit.tracing._tracer import MAX_ERROR_CHARS
 
