@@ -14,17 +14,6 @@ from typing import Any, Literal
 
 from ._errors import ConfigError
 
-__all__ = [
-    "DEFAULT_RETRY_POLICY",
-    "DEFAULT_TIMEOUTS",
-    "EngineConfig",
-    "ExecutorConfig",
-    "GenerationConfig",
-    "RetryPolicy",
-    "RoutingPolicy",
-    "Timeouts",
-]
-
 RoutingPolicy = Literal["round_robin", "least_in_flight", "sticky"]
 
 

@@ -68,40 +68,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = [
-    "AgentClosedError",
-    "AgentError",
-    "ConfigError",
-    "ControllerStateError",
-    "DatasetError",
-    "DuplicateTaskIdError",
-    "EngineBadRequestError",
-    "EngineConnectionError",
-    "EngineError",
-    "EngineOverloadedError",
-    "EngineResponseError",
-    "EngineServerError",
-    "EngineStatusError",
-    "EngineTimeoutError",
-    "EngineUnreachableError",
-    "InvalidTaskIdError",
-    "NoHealthyServerError",
-    "RolloutKitError",
-    "RolloutTimeoutError",
-    "SchedulerError",
-    "SyncInLoopError",
-    "TaskIdError",
-    "TaskIdMismatchError",
-    "ToolError",
-    "TraceError",
-    "TraceSchemaError",
-    "TraceStateError",
-    "TurnTimeoutError",
-    "UnknownTaskIdError",
-    "WorkflowError",
-    "truncate",
-]
-
 MAX_BODY_CHARS = 300
 
 

@@ -27,8 +27,6 @@ import gc
 import threading
 from types import TracebackType
 
-__all__ = ["YOUNG_THRESHOLD", "GcHold", "holders"]
-
 #: The youngest generation's threshold while a hold is active (CPython's default is 700).
 YOUNG_THRESHOLD = 10_000
 

@@ -18,8 +18,6 @@ import threading
 
 from ._errors import DuplicateTaskIdError, InvalidTaskIdError
 
-__all__ = ["TaskIdGenerator", "validate_task_id"]
-
 
 def validate_task_id(task_id: object) -> int:
     """Return ``task_id`` if it is a non-negative ``int`` (not a ``bool``); else raise.

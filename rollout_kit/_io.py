@@ -14,19 +14,6 @@ from typing import Any, Literal
 from ._config import GenerationConfig
 from ._errors import ConfigError
 
-__all__ = [
-    "CHAT_ROLES",
-    "ModelRequest",
-    "ModelResponse",
-    "RolloutResult",
-    "Status",
-    "StopReason",
-    "TokenSource",
-    "check_messages",
-    "check_tools",
-    "new_rid",
-]
-
 _RID_PREFIX = uuid.uuid4().hex[:12]
 _rid_counter = itertools.count()
 

@@ -19,8 +19,6 @@ from typing import Any, TypeVar
 
 from ._errors import ControllerStateError, SyncInLoopError
 
-__all__ = ["LoopBinding", "private_loop", "run_sync", "running_loop"]
-
 T = TypeVar("T")
 
 _local = threading.local()

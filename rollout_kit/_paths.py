@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ._errors import ConfigError
 
-__all__ = ["parse_address", "prepare_output_dir", "remove_output_dir"]
-
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _FORMS = "expected host:port or http(s)://host:port"
 

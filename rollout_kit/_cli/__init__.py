@@ -90,9 +90,9 @@ def _export_run(args: argparse.Namespace) -> int:
 
 
 def _load_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import load
+    from . import _load_options
 
-    load.add_arguments(parser)
+    _load_options.add_arguments(parser)
 
 
 def _load_run(args: argparse.Namespace) -> int:

@@ -32,9 +32,6 @@ from typing import Any
 from .._errors import ConfigError
 from ._load_results import num
 
-__all__ = ["CONVERSATION_DATASETS", "add_arguments", "check_args", "conversation_lines",
-           "conversations"]
-
 #: datasets whose items are conversations
 CONVERSATION_DATASETS = ("sharegpt_multiturn", "multi_turn", "synthetic_multiturn",
                          "agent_trace")

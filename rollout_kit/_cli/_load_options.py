@@ -18,9 +18,6 @@ from .._errors import ConfigError
 from .._paths import parse_address
 from ._load_summary import METRIC_HEADERS
 
-__all__ = ["add_arguments", "check_args"]
-
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``rollout-kit load``'s options to ``parser``."""

@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["file_name", "num", "result_json"]
-
 #: the per-request arrays that ``--save-detailed`` adds to the result
 _DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors")
 

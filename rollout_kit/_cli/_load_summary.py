@@ -20,8 +20,6 @@ from ._load_results import num
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["METRIC_HEADERS", "failure_lines", "format_summary", "sweep_table"]
-
 # metric -> (printed name, header line) as vllm bench serve prints them
 METRIC_HEADERS: dict[str, tuple[str, str]] = {
     "ttft": ("TTFT", "Time to First Token"),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["note", "out"]
-
 
 def out(text: str = "") -> None:
     """One line of results on stdout."""

@@ -16,8 +16,6 @@ from .._errors import ConfigError
 from ..tracing._persist import compact_trace, expand_paths, is_parquet, parquet_path
 from ._output import out
 
-__all__ = ["add_arguments", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rollout-kit convert``."""

@@ -31,8 +31,6 @@ from ..examples import exact_match_reward, make_problems
 from ._output import note as _note
 from ._output import out as _out
 
-__all__ = ["add_arguments", "run"]
-
 if TYPE_CHECKING:
     import aiohttp
     import pandas as pd

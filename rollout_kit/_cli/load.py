@@ -41,13 +41,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._loop import run_sync
-from ._load_options import add_arguments, check_args
+from ._load_options import check_args
 from ._load_results import file_name, result_json
-from ._load_summary import METRIC_HEADERS, failure_lines, format_summary, sweep_table
+from ._load_summary import failure_lines, format_summary, sweep_table
 from ._output import note as _note
 from ._output import out as _out
-
-__all__ = ["METRIC_HEADERS", "add_arguments", "format_summary", "result_json", "run"]
 
 
 def _requests(args: argparse.Namespace) -> list[Any]:
@@ -83,8 +81,8 @@ def _requests(args: argparse.Namespace) -> list[Any]:
 
 def _spec(args: argparse.Namespace, rate: float | None = None,
           concurrency: int | None = None, conversations: list[Any] | None = None) -> Any:
+    from ..load import LoadSpec
     from ..load._arrivals import Arrivals
-    from ..load._runner import LoadSpec
 
     if conversations and all(c.timestamp is not None for c in conversations):
         return LoadSpec(arrivals=Arrivals.schedule(c.timestamp for c in conversations),

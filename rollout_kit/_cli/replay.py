@@ -16,8 +16,6 @@ import pandas as pd
 from .._errors import ConfigError
 from ._output import note, out
 
-__all__ = ["add_arguments", "run", "summary_line"]
-
 _SHOWN = ["status", "first_divergence", "tokens_then", "tokens_now", "server_now", "reason"]
 
 

@@ -22,7 +22,6 @@ from .._paths import prepare_output_dir, remove_output_dir
 from ..report import write_chrome_trace, write_report
 from ..tracing import Traces, load_traces
 
-__all__ = ["add_export_arguments", "add_report_arguments", "run_export", "run_report"]
 
 def _load(paths: list[str], progress: bool | None) -> Traces:
     with tqdm(total=1, desc=f"loading {len(paths)} trace file(s)", unit="load",

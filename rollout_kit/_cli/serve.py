@@ -24,8 +24,6 @@ from ..testing._venv import (
 )
 from ..testing._vllm_cpu import VLLMCPUServer
 
-__all__ = ["add_arguments", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``serve`` subcommand's arguments to ``parser``."""

@@ -25,9 +25,6 @@ from .waiting import Waiters
 if TYPE_CHECKING:
     from .._executor import Recipe
 
-__all__ = ["SUBMIT_SLICE", "BatchHost", "prepare_batch", "progress_bar", "rollout_batch",
-           "validate_item", "workflow_error"]
-
 
 #: Tasks a batch call submits before it lets the event loop run other callbacks.
 SUBMIT_SLICE = 64

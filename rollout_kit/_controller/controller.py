@@ -56,8 +56,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine, MetricsScraper
     from ..replay._run import ReplaySource
 
-__all__ = ["RolloutController"]
-
 _TOTALS = ("enqueued", "running", "accepted", "rejected", "failed", "cancelled", "submitted",
            "capacity")
 

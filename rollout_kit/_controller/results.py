@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from ..tracing import Tracer
     from ..workers import Worker
 
-__all__ = ["ResultBook"]
-
 OnDone = Callable[[int], None]
 StallReason = Callable[[], "str | None"]
 

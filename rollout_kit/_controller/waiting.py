@@ -7,8 +7,6 @@ from collections.abc import Callable
 
 from .._errors import ControllerStateError, RolloutTimeoutError
 
-__all__ = ["Waiters"]
-
 
 class Waiters:
     """A set of futures resolved together by :meth:`wake` (on the owner's loop)."""

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ..tracing import Tracer
 
-__all__ = ["ResultSink", "WorkflowExecutor", "error_text"]
-
 ResultSink = Callable[[RolloutResult], None]
 
 

@@ -21,8 +21,6 @@ from .._errors import ControllerStateError
 from .resolve import Recipe
 from .staleness import capacity, stall_message
 
-__all__ = ["DISPATCH_SLICE", "Dispatcher", "Job"]
-
 #: Most tasks started per event-loop turn (keeps the loop responsive under big submits).
 DISPATCH_SLICE = 16
 

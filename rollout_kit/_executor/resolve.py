@@ -19,18 +19,6 @@ from typing import Any, TypeAlias
 from .._errors import ConfigError, RolloutKitError
 from .._workflows.base import RolloutWorkflow, ValidatesData, WorkflowLike, is_workflow
 
-__all__ = [
-    "AcceptFn",
-    "AcceptFnSpec",
-    "Recipe",
-    "WorkflowFactory",
-    "WorkflowSpec",
-    "import_object",
-    "make_recipe",
-    "resolve_accept_fn",
-    "workflow_factory",
-]
-
 WorkflowSpec: TypeAlias = "WorkflowLike | type[Any] | str"
 AcceptFn: TypeAlias = "Callable[[Any], bool | Awaitable[bool]]"
 AcceptFnSpec: TypeAlias = "AcceptFn | str"

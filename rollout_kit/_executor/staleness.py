@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from .._config import ExecutorConfig
 
-__all__ = ["capacity", "stall_message"]
-
 
 def capacity(config: ExecutorConfig, *, running: int, accepted: int, version: int) -> int:
     """How many more tasks may be dispatched now (may be negative)."""

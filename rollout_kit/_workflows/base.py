@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["RolloutWorkflow", "ValidatesData", "WorkflowLike", "is_workflow"]
-
 
 @runtime_checkable
 class WorkflowLike(Protocol):

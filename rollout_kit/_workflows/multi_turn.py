@@ -23,8 +23,6 @@ from .single_turn import SingleTurnWorkflow, Tokenizer, gather_all
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["DEFAULT_FEEDBACK", "MultiTurnWorkflow"]
-
 DEFAULT_FEEDBACK = "\nYour answer is wrong. Please try again.\n"
 
 

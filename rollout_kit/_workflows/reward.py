@@ -28,10 +28,6 @@ from typing import Any, Literal
 
 from .._errors import ConfigError
 
-__all__ = ["CHEAP_CPU_S", "CHEAP_WALL_S", "INLINE_LIMIT_S", "PROBE_CALLS",
-           "RESERVED_REWARD_ARGS", "RewardFn", "RewardMode", "RewardRunner", "call_reward",
-           "check_reward_signature"]
-
 logger = logging.getLogger("rollout_kit._workflows")
 
 RewardFn = Callable[..., Any]

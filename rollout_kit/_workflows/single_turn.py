@@ -36,8 +36,6 @@ from .reward import RewardFn, RewardMode, RewardRunner
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["Sample", "SingleTurnWorkflow", "Tokenizer", "build_trajectory", "gather_all"]
-
 T = TypeVar("T")
 
 

@@ -45,9 +45,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ..tracing import Tracer
 
-__all__ = ["AgentClient", "Render", "TokenMode", "ToolErrors", "Turn", "check_options",
-           "completion_chunks", "first_divergence"]
-
 TokenMode = Literal["server", "exact"]
 ToolErrors = Literal["message", "raise"]
 #: ``render(messages, tools, add_generation_prompt) -> ids`` (sync or async), e.g. a

@@ -31,8 +31,6 @@ from ._client import completion_chunks
 if TYPE_CHECKING:
     from ._client import AgentClient
 
-__all__ = ["AgentEndpoint"]
-
 logger = logging.getLogger("rollout_kit.agents")
 
 _LOOPBACK = ("127.0.0.1", "::1")

@@ -13,8 +13,6 @@ from typing import Any
 
 import orjson
 
-__all__ = ["parse_tool_calls"]
-
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 

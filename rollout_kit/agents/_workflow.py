@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ._endpoint import AgentEndpoint
 
-__all__ = ["Agent", "AgentWorkflow"]
-
 Agent = Callable[[AgentClient, Any], Awaitable[Any]]
 
 

@@ -25,16 +25,6 @@ from .._errors import ConfigError, TraceSchemaError
 from ..tracing import _schema as S
 from ._common import floats, require_columns
 
-__all__ = [
-    "SPLIT_COLUMNS",
-    "TAIL_COLUMNS",
-    "TURN_COLUMNS",
-    "drift_table",
-    "group_tail",
-    "slowest_split",
-    "turns",
-]
-
 CONVERSATION = "conversation"
 TURN = "turn"
 PARENT_TURN = "parent_turn"

@@ -13,9 +13,6 @@ from .._errors import TraceSchemaError
 from ..tracing import _schema as S
 from ..tracing._phases import registered_phases
 
-__all__ = ["LATENCY_STATS", "PERCENTILES", "floats", "is_spans", "is_status", "phase_names",
-           "require_columns"]
-
 PERCENTILES = (50, 90, 99)
 LATENCY_STATS = ("count", "mean", "p50", "p90", "p99", "max")
 """Columns of :attr:`Summary.latency` (and of the per-group latency tables)."""

@@ -12,8 +12,6 @@ from .._errors import ConfigError
 from ..tracing import _schema as S
 from ._common import PERCENTILES, floats, phase_names, require_columns
 
-__all__ = ["by_phase", "by_server", "slowest"]
-
 
 def _group_stats(df: pd.DataFrame, key: str, value: str) -> pd.DataFrame:
     vals = pd.Series(floats(df[value]), index=df.index)

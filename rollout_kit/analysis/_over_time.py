@@ -12,8 +12,6 @@ from .._errors import ConfigError
 from ..tracing import _schema as S
 from ._common import floats, is_spans, is_status, require_columns
 
-__all__ = ["concurrency", "throughput"]
-
 _THROUGHPUT_COLUMNS = ("tasks", "accepted", "tasks_per_s", "completion_tokens_per_s")
 _CONCURRENCY_COLUMNS = ("time", "in_flight")
 

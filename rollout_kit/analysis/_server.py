@@ -51,8 +51,6 @@ from ..tracing import _schema as S
 from ..tracing._server_metrics import SERIES, SERIES_NAMES, Source
 from ._common import require_columns
 
-__all__ = ["SERIES_COLUMNS", "server_series"]
-
 #: the columns of :func:`server_series`'s tidy frame
 SERIES_COLUMNS = (S.TS, S.SERVER, "series", S.VALUE)
 

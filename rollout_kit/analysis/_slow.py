@@ -65,8 +65,6 @@ from ._common import floats, require_columns
 from ._groups import slowest
 from ._server import server_series
 
-__all__ = ["CAUSES", "STATE_SERIES", "WHY_COLUMNS", "why_slow"]
-
 #: the server series looked up for each row (the most seen while the session ran)
 STATE_SERIES = ("waiting", "running", "kv_cache_usage", "preemptions_per_s")
 

@@ -14,8 +14,6 @@ from .._errors import ConfigError
 from ..tracing import _schema as S
 from ._common import LATENCY_STATS, PERCENTILES, floats, is_status, phase_names, require_columns
 
-__all__ = ["Summary", "compare", "summary"]
-
 
 def _stats(values: np.ndarray[Any, np.dtype[np.float64]]) -> list[float]:
     v = values[~np.isnan(values)]

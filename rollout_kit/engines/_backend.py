@@ -19,19 +19,6 @@ from .._config import GenerationConfig
 from .._errors import ConfigError
 from .._io import StopReason
 
-__all__ = [
-    "PARSE_ERRORS",
-    "token_ids",
-    "Backend",
-    "ControlRequest",
-    "Segment",
-    "StreamParser",
-    "as_stop_reason",
-    "float_timings",
-    "logprob",
-]
-
-
 #: what an adapter's parser may raise on a body that does not follow the API
 PARSE_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
     from ._scrape import ScrapeTarget
 
-__all__ = ["InferenceEngine"]
-
 class InferenceEngine(ABC):
     """Generates from one or more inference servers; an async context manager.
 

@@ -20,8 +20,6 @@ from ._prometheus import parse_prometheus
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ServerControl"]
-
 _MAX_PAUSE_POLL_S = 1.0
 
 

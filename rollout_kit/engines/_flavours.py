@@ -18,9 +18,6 @@ from ._sglang_chat import SGLangChatBackend
 from ._vllm import VLLMBackend
 from ._vllm_chat import VLLMChatBackend
 
-__all__ = ["ALIASES", "FLAVOURS", "backend_for", "canonical_flavour", "flavour_names",
-           "make_engine", "register_flavour"]
-
 #: flavour name → its adapter class
 FLAVOURS: dict[str, type[Backend]] = {
     "sglang": SGLangBackend,

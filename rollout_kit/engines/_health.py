@@ -17,8 +17,6 @@ from ._backend import Backend
 from ._http import HttpClient
 from ._routing import Router
 
-__all__ = ["ServerHealth"]
-
 logger = logging.getLogger("rollout_kit.engines")
 
 _MAX_POLL_S = 1.0

@@ -46,21 +46,6 @@ from .._errors import (
     truncate,
 )
 from ._transport import Reply, Transport, make_transport
-from ._transport.base import base_url
-
-__all__ = [
-    "HttpClient",
-    "RetryState",
-    "SSEEvent",
-    "base_url",
-    "call_with_retries",
-    "error_message_of",
-    "is_connect_failure",
-    "is_retryable",
-    "make_status_error",
-    "parse_json",
-    "server_name",
-]
 
 logger = logging.getLogger("rollout_kit.engines")
 

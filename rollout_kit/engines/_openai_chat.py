@@ -18,8 +18,6 @@ from .._config import GenerationConfig
 from ._backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
 from ._vllm import add_openai_options
 
-__all__ = ["ChatStreamParser", "OpenAIChat", "build_chat_request", "parse_chat_response"]
-
 CHAT_ENDPOINT = "/v1/chat/completions"
 
 

@@ -11,8 +11,6 @@ from .._errors import ConfigError
 from ._backend import Segment
 from ._http import server_name
 
-__all__ = ["Output", "output_budget", "parse_addresses"]
-
 
 @dataclass(slots=True)
 class Output:

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["Sample", "parse_prometheus"]
-
 
 @dataclass(frozen=True, slots=True)
 class Sample:

@@ -16,8 +16,6 @@ from .._io import ModelRequest
 from ..tracing._dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from ._output import Output
 
-__all__ = ["CallRecording"]
-
 
 class CallRecording:
     """The replay record of one call, from its start to :meth:`write`.

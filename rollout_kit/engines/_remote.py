@@ -76,8 +76,6 @@ from ._vllm import VLLMBackend
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["RemoteInfEngine", "RemoteSGLangEngine", "RemotevLLMEngine"]
-
 logger = logging.getLogger("rollout_kit.engines")
 
 

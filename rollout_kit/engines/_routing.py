@@ -24,8 +24,6 @@ from typing import Any
 from .._config import RoutingPolicy
 from .._errors import ConfigError, NoHealthyServerError
 
-__all__ = ["DEFAULT_STICKY_CAPACITY", "ROUTE_KEY_SEPARATOR", "Router", "route_key"]
-
 logger = logging.getLogger("rollout_kit.engines")
 
 ROUTE_KEY_SEPARATOR = ":"

@@ -41,9 +41,6 @@ from ..tracing._server_metrics import KEPT_METRICS
 from ._http import HttpClient
 from ._prometheus import parse_prometheus
 
-__all__ = ["DEFAULT_SCRAPE_INTERVAL", "MetricsScraper", "SampleParser", "ScrapeTarget",
-           "check_interval", "keep_samples", "scrape_targets"]
-
 logger = logging.getLogger("rollout_kit.engines")
 
 #: seconds between two scrapes of a server, unless configured

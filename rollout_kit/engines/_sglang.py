@@ -34,8 +34,6 @@ from ._backend import (
     token_ids,
 )
 
-__all__ = ["SGLangBackend", "SGLangStreamParser"]
-
 
 def _finish(meta: dict[str, Any]) -> tuple[str | None, str | None]:
     fr = meta.get("finish_reason")

@@ -12,8 +12,6 @@ from __future__ import annotations
 from ._openai_chat import OpenAIChat
 from ._sglang import SGLangBackend
 
-__all__ = ["SGLangChatBackend"]
-
 
 class SGLangChatBackend(OpenAIChat, SGLangBackend):
     """SGLang's chat API beside its native API."""

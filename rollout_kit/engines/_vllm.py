@@ -26,8 +26,6 @@ from ._backend import (
     token_ids,
 )
 
-__all__ = ["VLLMBackend", "VLLMStreamParser", "add_openai_options", "token_id_of"]
-
 
 def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
                        stream: bool) -> dict[str, Any]:

@@ -16,8 +16,6 @@ from ._backend import ControlRequest
 from ._openai_chat import OpenAIChat
 from ._vllm import VLLMBackend
 
-__all__ = ["VLLMChatBackend"]
-
 
 class VLLMChatBackend(OpenAIChat, VLLMBackend):
     """vLLM's chat API beside its completions API."""

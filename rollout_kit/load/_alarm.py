@@ -27,8 +27,6 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["Alarm"]
-
 _CLOCK_MONOTONIC = 1
 _TFD_TIMER_ABSTIME = 1
 

@@ -38,8 +38,6 @@ import numpy as np
 
 from .._errors import ConfigError
 
-__all__ = ["Arrivals"]
-
 #: gaps drawn per step when generating arrivals up to a time bound
 _CHUNK = 4096
 

@@ -48,9 +48,6 @@ if TYPE_CHECKING:
     from .._io import ModelRequest, ModelResponse
     from ..engines import InferenceEngine
 
-__all__ = ["ConversationRecord", "ConversationWorkflow", "TurnRecord", "run_conversations",
-           "run_conversations_async"]
-
 
 
 @dataclass(slots=True)

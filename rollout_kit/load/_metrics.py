@@ -38,18 +38,6 @@ import pandas as pd
 
 from .._errors import ConfigError
 
-__all__ = [
-    "COMPLETED_STATUSES",
-    "LATENCY_METRICS",
-    "SLO_NAMES",
-    "accepted_samples_per_s",
-    "compute_metrics",
-    "parse_goodput",
-    "percentile_key",
-    "time_to_batch",
-    "tpot_of",
-]
-
 #: statuses whose requests were served (their latencies count)
 COMPLETED_STATUSES = ("accepted", "rejected")
 #: latency metrics reported, in this order

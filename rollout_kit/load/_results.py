@@ -53,8 +53,6 @@ if TYPE_CHECKING:
     from .._io import RolloutResult
     from ._workflow import TaskRecord
 
-__all__ = ["FRAME_COLUMNS", "LoadRun", "build_load_run"]
-
 FRAME_COLUMNS = (
     "request_index", "scheduled_s", "submitted_s", "sent_s", "queue_wait_s", "send_lag_s",
     "done_s", "status", "reason", "error", "warmup", "prompt_tokens", "output_tokens",

@@ -51,15 +51,13 @@ from .._config import GenerationConfig
 from .._errors import ConfigError, ControllerStateError, RolloutKitError
 from .._gc import GcHold
 from ._alarm import Alarm
-from ._results import FRAME_COLUMNS, LoadRun, build_load_run
+from ._results import LoadRun, build_load_run
 from ._spec import LoadSpec
 from ._workflow import GenerateRequest, LoadItem, Measured, TaskRecord
 
 if TYPE_CHECKING:
     from .._controller import RolloutController
     from .._io import RolloutResult
-
-__all__ = ["FRAME_COLUMNS", "LoadRun", "LoadSpec", "run_load", "run_load_async"]
 
 #: how long before its due time a request's task is submitted (it waits for the instant)
 PRESTAGE_S = 0.0005

@@ -16,8 +16,6 @@ import numpy as np
 from .._errors import ConfigError
 from ._arrivals import Arrivals
 
-__all__ = ["LoadSpec"]
-
 
 def _opt_int(name: str, value: object, minimum: int) -> None:
     if value is None:

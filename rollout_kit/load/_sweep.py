@@ -36,13 +36,13 @@ import pandas as pd
 
 from .._errors import ConfigError
 from ._metrics import LATENCY_METRICS, parse_goodput
-from ._runner import LoadRun, LoadSpec, run_load_async
+from ._results import LoadRun
+from ._runner import run_load_async
+from ._spec import LoadSpec
 
 if TYPE_CHECKING:
     from .._config import GenerationConfig
     from .._controller import RolloutController
-
-__all__ = ["Saturation", "sweep", "sweep_async"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,8 +21,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._errors import ConfigError
 
-__all__ = ["ByteCounter", "TextTokenizer", "load_tokenizer"]
-
 _BYTE_OFFSET = 3
 
 

@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from ._conversations import ConversationRecord
     from ._datasets.conversation import Conversation
 
-__all__ = ["TURN_COLUMNS", "ConversationRun", "build_conversation_run", "turn_table"]
-
 TURN_COLUMNS = (
     "request_index", "role", "think_s", "scheduled_s", "sent_s", "queue_wait_s",
     "send_lag_s", "done_s", "status", "reason", "warmup", "prompt_tokens", "output_tokens",

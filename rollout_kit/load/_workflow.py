@@ -35,8 +35,6 @@ from ..tracing import atrace_phase, trace_session
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["GenerateRequest", "LoadItem", "Measured", "RequestLike", "TaskRecord"]
-
 
 class RequestLike(Protocol):
     """What :class:`GenerateRequest` reads from a request (``LoadRequest`` has it)."""

@@ -23,8 +23,6 @@ from ..tracing._server_metrics import SERIES, SERIES_NAMES
 from ._progress import ProgressSnapshot, ProgressView, Refresher
 from ._widgets import widgets
 
-__all__ = ["MONITOR_LANES", "LiveMonitor", "MetricsFollower"]
-
 #: the lanes ``LiveMonitor(..., server_lanes=True)`` draws
 MONITOR_LANES = ("waiting", "running", "kv_cache_usage")
 

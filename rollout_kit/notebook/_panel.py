@@ -31,8 +31,6 @@ from ..tracing import _schema as S
 from ._progress import ProgressSnapshot, ProgressView, Refresher
 from ._widgets import widgets
 
-__all__ = ["SubmitPanel"]
-
 ANY_WORKER = "any"
 
 

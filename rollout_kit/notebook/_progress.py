@@ -19,8 +19,6 @@ import pandas as pd
 from ..tracing import _schema as S
 from ._widgets import widgets
 
-__all__ = ["ProgressSnapshot", "ProgressView", "Refresher"]
-
 _TERMINAL = ("accepted", "rejected", "failed", "cancelled")
 
 

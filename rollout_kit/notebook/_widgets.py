@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["widgets"]
-
 try:
     import ipywidgets as _ipywidgets
 except ImportError as exc:  # pragma: no cover - ipywidgets is a runtime dependency

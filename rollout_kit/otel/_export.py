@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 
     from ..tracing import Traces
 
-__all__ = ["export_traces"]
-
 
 class _GivenIds(IdGenerator):
     """Hands the SDK the ids chosen here (random ones for spans nobody links to)."""

@@ -47,8 +47,6 @@ import pandas as pd
 
 from ..tracing._helpers import TASK_SPAN_ID
 
-__all__ = ["ATTRIBUTES", "SERVER_COLUMNS", "ServerView", "join_server_spans"]
-
 QUEUE = "gen_ai.latency.time_in_queue"
 TTFT = "gen_ai.latency.time_to_first_token"
 PREFILL = "gen_ai.latency.time_in_model_prefill"

@@ -32,8 +32,6 @@ from aiohttp import web
 from .._errors import ConfigError, RolloutTimeoutError
 from ._spans import SPAN_FIELDS, SpanDecodeError, decode_export_request
 
-__all__ = ["OtlpReceiver"]
-
 _PATH = "/v1/traces"
 
 

@@ -16,8 +16,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-__all__ = ["SPAN_FIELDS", "SpanDecodeError", "decode_export_request", "span_rows"]
-
 SPAN_FIELDS = ("trace_id", "span_id", "parent_span_id", "name", "kind", "start_wall",
                "end_wall", "service", "attributes")
 

@@ -27,9 +27,6 @@ from ._common import (
 )
 from ._timeline import plot_timeline
 
-__all__ = ["dashboard", "plot_concurrency", "plot_latency_hist", "plot_latency_scatter",
-           "plot_server_load", "plot_throughput", "save_plot", "throughput_window"]
-
 
 def _latency_columns(df: pd.DataFrame, phases: Sequence[str] | None,
                      include_total: bool) -> dict[str, tuple[str, F64]]:

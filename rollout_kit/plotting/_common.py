@@ -15,10 +15,6 @@ from .._errors import ConfigError
 from ..tracing import _schema as S
 from ..tracing._phases import PALETTE, phase_color, registered_phases
 
-__all__ = ["F64", "IDLE_COLOR", "MARKED_STATUSES", "QUEUED_COLOR", "QUEUED_LINE_COLOR",
-           "RUNNING_COLOR", "STATUS_COLORS", "TOTAL_COLOR", "axes_for", "check_choice",
-           "color_of_phase", "floats", "no_data", "tasks_frame"]
-
 QUEUED_COLOR = "#cbd5e1"
 IDLE_COLOR = "#e5e7eb"
 RUNNING_COLOR = "#64748b"

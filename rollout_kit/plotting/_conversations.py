@@ -27,8 +27,6 @@ from matplotlib.figure import Figure
 
 from ._common import F64, axes_for, floats, no_data
 
-__all__ = ["conversation_figure", "plot_ttft_by_turn", "plot_ttft_vs_cache_hit"]
-
 _COMPLETED = ("accepted", "rejected")
 
 

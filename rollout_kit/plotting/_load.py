@@ -40,9 +40,6 @@ from ..tracing import _schema as S
 from ._common import F64, STATUS_COLORS, axes_for, check_choice, floats, no_data
 from ._server import lane_layout
 
-__all__ = ["load_sweep_figure", "plot_achieved_rate", "plot_goodput",
-           "plot_latency_vs_throughput", "plot_level_server_state", "plot_send_lag"]
-
 SATURATED_COLOR = "#dc2626"
 IDEAL_COLOR = "#9ca3af"
 _METRICS = ("ttft", "tpot", "itl", "e2el")

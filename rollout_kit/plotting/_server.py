@@ -31,9 +31,6 @@ from ..tracing import _schema as S
 from ..tracing._server_metrics import SERIES_NAMES
 from ._common import F64, QUEUED_COLOR, axes_for, color_of_phase, floats, no_data
 
-__all__ = ["DEFAULT_LANES", "WHY_PARTS", "Lane", "attach_lanes", "lane_layout",
-           "plot_server_lanes", "plot_why_slow", "why_slow_figure"]
-
 #: the lanes ``plot_timeline(..., server_metrics=...)`` draws unless told
 DEFAULT_LANES = ("waiting", "running", "kv_cache_usage", "generation_tokens_per_s")
 #: y label and scale of each series' lane

@@ -36,8 +36,6 @@ from ._common import (
 )
 from ._server import DEFAULT_LANES, attach_lanes
 
-__all__ = ["plot_timeline", "timeline_figure"]
-
 
 @dataclass
 class _Rows:

@@ -22,8 +22,6 @@ from ..tracing._dumps import gconfig_of
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["Replayed", "not_replayable", "replay_call"]
-
 
 @dataclass(slots=True)
 class Replayed:

@@ -27,9 +27,6 @@ from typing import Any
 
 from ._calls import Replayed, is_seeded
 
-__all__ = ["FRAME_COLUMNS", "compare_call", "first_divergence", "matches_recording",
-           "missing_row"]
-
 FRAME_COLUMNS = (
     "status", "reason", "first_divergence", "tokens_then", "tokens_now", "stop_then",
     "stop_now", "logprob_max_abs_delta", "logprob_mean_abs_delta", "seed", "server_then",

@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from .._config import EngineConfig
     from ..engines import InferenceEngine, RemoteInfEngine
 
-__all__ = ["ReplaySource", "read_source", "replay", "replay_async", "replay_frame"]
-
 ReplaySource = pd.DataFrame | str | os.PathLike[str]
 
 

@@ -24,8 +24,6 @@ from ._compare import compare_call, matches_recording, missing_row
 if TYPE_CHECKING:
     from ..engines import InferenceEngine
 
-__all__ = ["CallKey", "ReplayTask", "ReplayWorkflow", "replay_tasks"]
-
 #: ``(task_id, session_id, call)`` of a recorded call
 CallKey = tuple[int, Any, Any]
 

@@ -23,9 +23,6 @@ from collections.abc import Sequence
 
 from ._tokenizer import BYTE_OFFSET
 
-__all__ = ["arithmetic_answer", "arithmetic_answer_text", "find_question",
-           "find_question_text", "uniform"]
-
 _MASK = (1 << 64) - 1
 _INV53 = 1.0 / (1 << 53)
 _QMARK = ord("?") + BYTE_OFFSET

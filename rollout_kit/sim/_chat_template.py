@@ -28,24 +28,6 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = [
-    "ASSISTANT_HEADER",
-    "ROLES",
-    "TOOLS_HEADER",
-    "ChatTemplate",
-    "ParsedCalls",
-    "TemplateError",
-    "ToolCallText",
-    "check_tools",
-    "evaluate",
-    "find_expression",
-    "parse_tool_calls",
-    "render",
-    "stream_pieces",
-    "tool_call_text",
-    "tool_reply",
-]
-
 ChatTemplate = Literal["plain", "drop_think"]
 TOOLS_HEADER = "<|tools|>\n"
 ASSISTANT_HEADER = "<|assistant|>\n"

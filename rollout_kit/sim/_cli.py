@@ -17,8 +17,6 @@ from ._faults import FaultPlan
 from ._server import serve
 from ._tokenizer import load_tokenizer
 
-__all__ = ["add_arguments", "run"]
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``sim`` options to ``parser``."""

@@ -31,8 +31,6 @@ from urllib.parse import urlsplit
 from .._errors import ConfigError
 from ._faults import FaultPlan
 
-__all__ = ["ApiName", "SimConfig"]
-
 ApiName = Literal["sglang", "vllm"]
 
 

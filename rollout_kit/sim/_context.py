@@ -12,8 +12,6 @@ from ._faults import FaultPlan
 from ._state import SimEngine
 from ._tokenizer import ByteTokenizer, SimTokenizer
 
-__all__ = ["ServerContext"]
-
 
 @dataclass(eq=False)
 class ServerContext:

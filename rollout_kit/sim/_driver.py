@@ -7,8 +7,6 @@ from collections.abc import Sequence
 
 from ._state import ABORT_RUNNING, AdmitResult, Emit, SimEngine, SimSequence
 
-__all__ = ["drive", "drive_all"]
-
 
 async def drive(engine: SimEngine, seq: SimSequence, emit: Emit | None) -> AdmitResult:
     """Admit, run and release one sequence; a cancelled handler counts as an abort."""

@@ -24,8 +24,6 @@ from prometheus_client.registry import Collector
 from ._context import ServerContext
 from ._metrics import Histogram, MetricsRecorder
 
-__all__ = ["SGLangCollector", "VLLMCollector", "metrics_response"]
-
 
 def _histogram(name: str, help_: str, labels: Sequence[str], values: Sequence[str],
                hist: Histogram) -> HistogramMetricFamily:

@@ -22,14 +22,6 @@ from ._context import ServerContext
 from ._faults import Fault, FaultPlan
 from ._state import SimSequence
 
-__all__ = [
-    "broken_response",
-    "draw_fault",
-    "mark_aborts",
-    "reset_connection",
-    "retry_after_headers",
-]
-
 
 async def draw_fault(ctx: ServerContext) -> Fault | None:
     """This request's fault (None mostly), after its before-generation effects.

@@ -31,8 +31,6 @@ from typing import Any, Literal
 
 from .._errors import ConfigError
 
-__all__ = ["FAULT_KINDS", "Fault", "FaultKind", "FaultPlan"]
-
 FaultKind = Literal["error", "hang", "slow_first_byte", "reset", "malformed", "truncate", "abort"]
 FAULT_KINDS: tuple[FaultKind, ...] = (
     "error", "hang", "slow_first_byte", "reset", "malformed", "truncate", "abort",

@@ -28,8 +28,6 @@ from typing import Literal
 
 from ._tokenizer import SimTokenizer
 
-__all__ = ["OutputPlan", "SamplingSpec", "plan_output", "sequence_key", "stop_strings"]
-
 _MIN_LOGPROB = -9999.0
 _MASK = (1 << 64) - 1
 _LCG_A = 6364136223846793005

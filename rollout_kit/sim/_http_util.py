@@ -9,16 +9,6 @@ from aiohttp import web
 
 from ._context import ServerContext
 
-__all__ = [
-    "CTX_KEY",
-    "BadBody",
-    "ctx_of",
-    "empty_ok",
-    "json_response",
-    "optional_json",
-    "read_json",
-]
-
 CTX_KEY: web.AppKey[Any] = web.AppKey("rollout_kit_sim_ctx", object)
 
 

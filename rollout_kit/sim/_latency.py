@@ -17,8 +17,6 @@ import random
 
 from ._config import SimConfig
 
-__all__ = ["LatencyModel"]
-
 
 class LatencyModel:
     """Durations (seconds, already scaled) for one server's requests."""

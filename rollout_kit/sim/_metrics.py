@@ -10,8 +10,6 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Histogram", "MetricsRecorder"]
-
 _TIME_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                  5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 _ITL_BUCKETS = (0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,

@@ -24,8 +24,6 @@ import aiohttp
 if TYPE_CHECKING:
     from ._state import SimSequence
 
-__all__ = ["SpanExporter", "parse_traceparent"]
-
 _SERVER = 2  # Span.SpanKind.SPAN_KIND_SERVER
 
 

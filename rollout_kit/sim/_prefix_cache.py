@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["PrefixCache"]
-
 
 class PrefixCache:
     """Block-hash prefix cache with a block capacity (0 disables it)."""

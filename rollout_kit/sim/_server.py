@@ -32,8 +32,6 @@ from ._state import SimEngine
 from ._tokenizer import load_tokenizer
 from ._vllm import add_vllm_routes
 
-__all__ = ["SimCluster", "SimServer", "serve", "serve_in_thread"]
-
 T = TypeVar("T")
 
 

@@ -31,8 +31,6 @@ from ._metrics import MetricsRecorder
 from ._prefix_cache import PrefixCache
 from ._tokenizer import BYTE_OFFSET, SimTokenizer
 
-__all__ = ["ABORT_RUNNING", "ABORT_WAITING", "PauseMode", "SimEngine", "SimSequence"]
-
 ABORT_RUNNING = "Aborted"
 ABORT_WAITING = "Abort in waiting queue"
 PauseMode = Literal["abort", "wait", "keep"]

@@ -21,8 +21,6 @@ from ._fault_effects import reset_connection
 from ._faults import Fault
 from ._state import SimEngine, SimSequence
 
-__all__ = ["SSE_DONE", "Chunk", "SSEWriter", "SequenceStream"]
-
 SSE_DONE = b"data: [DONE]\n\n"
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 

@@ -24,8 +24,6 @@ from typing import Any
 
 from .._errors import ConfigError
 
-__all__ = ["BYTE_OFFSET", "ByteTokenizer", "FileTokenizer", "SimTokenizer", "load_tokenizer"]
-
 BYTE_OFFSET = 3
 _SPECIAL_TEXT = ("<pad>", "<s>", "</s>")
 #: generated filler (byte tokenizer): frequent letters, spaces, a few capitals and digits

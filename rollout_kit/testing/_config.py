@@ -6,8 +6,6 @@ from typing import Any
 
 from .._config import EngineConfig, RetryPolicy, Timeouts
 
-__all__ = ["FAST_RETRY", "fast_engine_config"]
-
 #: Three retries after 10, 20 and 40 ms (production: 0.2 s doubling up to 5 s).
 FAST_RETRY = RetryPolicy(max_retries=3, initial_delay=0.01, max_delay=0.05)
 

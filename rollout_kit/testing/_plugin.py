@@ -53,21 +53,6 @@ if TYPE_CHECKING:
     from ..sim import ApiName, SimCluster
     from ._vllm_cpu import VLLMCPUServer
 
-__all__ = [
-    "SETUP_TIMEOUT_S",
-    "ControllerFactory",
-    "SimServersFactory",
-    "in_ci",
-    "pytest_collection_modifyitems",
-    "pytest_configure",
-    "rollout_controller",
-    "sim_servers",
-    "sim_sglang",
-    "sim_vllm",
-    "vllm_cpu_otlp",
-    "vllm_cpu_server",
-]
-
 #: Generous: a cold install (~90 s) plus a server start (~55 s) on a busy 2-core machine.
 SETUP_TIMEOUT_S = 1200
 #: The marker whose keyword arguments configure ``sim_sglang`` / ``sim_vllm``.

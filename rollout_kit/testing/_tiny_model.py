@@ -28,15 +28,6 @@ from pathlib import Path
 from .._errors import RolloutKitError
 from ._venv import LOG_TAIL_CHARS, ensure_vllm_cpu_env, file_lock, read_json, venv_python
 
-__all__ = [
-    "CHAT_TEMPLATE",
-    "DROP_THINK_TEMPLATE",
-    "MODEL_FORMAT",
-    "MODEL_MARKER",
-    "build_tiny_model",
-    "chat_template",
-]
-
 #: The file that marks a finished model folder.
 MODEL_MARKER = "rollout-kit-model.json"
 #: The format of the model folder; a folder with another format is rebuilt (2: chat template).

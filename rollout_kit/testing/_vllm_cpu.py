@@ -39,8 +39,6 @@ from ._venv import (
     venv_python,
 )
 
-__all__ = ["AGENT_ARGS", "MODEL_NAME", "VLLMCPUServer", "start_vllm_cpu_server"]
-
 MODEL_NAME = "tiny"
 #: Server flags for agent (chat) workloads, on by default: hermes tool-call parsing,
 #: ``usage.prompt_tokens_details.cached_tokens``, prefix caching, and per-request

@@ -31,7 +31,8 @@ from ._helpers import (
     traceparent,
 )
 from ._imports import read_aiperf, read_areal_sessions_trace, read_guidellm, read_vllm_bench
-from ._persist import StaleParquetWarning, TornTraceWarning, compact_trace, load_traces
+from ._jsonl import TornTraceWarning
+from ._persist import StaleParquetWarning, compact_trace, load_traces
 from ._phases import phase_color, register_phase, registered_phases
 from ._remote import reanchor
 from ._tracer import Tracer, current_tracer

@@ -12,24 +12,6 @@ from typing import Final
 
 from ._schema import LIFECYCLE_EVENTS, SESSION_EVENTS, STATUSES
 
-__all__ = [
-    "ACCEPTED",
-    "CANCELLED",
-    "CONSUME",
-    "CONTINUE",
-    "DISPATCH",
-    "END",
-    "EVENT_CODES",
-    "FAILED",
-    "N_MARKS",
-    "PENDING",
-    "REJECTED",
-    "SESSION_EVENT_CODES",
-    "START",
-    "STATUS_CODES",
-    "SUBMIT",
-]
-
 # -- lifecycle marks: indices into a task's ``marks`` -------------------------------------
 SUBMIT: Final = 0
 DISPATCH: Final = 1

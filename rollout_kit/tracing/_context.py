@@ -17,8 +17,6 @@ from typing import Protocol
 from ._dumps import TrajectoryDump
 from ._live import LiveTable
 
-__all__ = ["SESSION", "TASK", "TRACER", "Recorder", "current_session_id", "current_task_id"]
-
 
 class Recorder(Protocol):
     """What a scope (and an engine call) needs of a tracer: whether it records, its live

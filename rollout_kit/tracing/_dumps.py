@@ -52,24 +52,8 @@ import pandas as pd
 
 from .._config import GenerationConfig
 from .._errors import ConfigError, TraceSchemaError, truncate
-from ._persist import expand_paths, jsonl_objects
-
-__all__ = [
-    "CALL_INDEX",
-    "DUMP_FORMAT",
-    "DUMP_SCHEMA_VERSION",
-    "GENERATION_FIELDS",
-    "Coordinate",
-    "SeedSource",
-    "SegmentRecord",
-    "TrajectoryDump",
-    "call_index",
-    "derive_seed",
-    "gconfig_of",
-    "load_dump",
-    "read_areal_dump",
-    "versions_rle",
-]
+from ._jsonl import jsonl_objects
+from ._persist import expand_paths
 
 DUMP_FORMAT = "rollout_kit.trajectories"
 DUMP_SCHEMA_VERSION = 1

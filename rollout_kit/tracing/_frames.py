@@ -30,9 +30,6 @@ from ._store import (
 )
 from ._store.metrics import MetricRows
 
-__all__ = ["Traces", "build_server_metrics", "build_traces", "empty_events",
-           "empty_server_metrics"]
-
 _STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
 _STRING = pd.StringDtype()
 # fixed dtypes of the well-known attribute columns

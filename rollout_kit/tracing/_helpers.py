@@ -25,9 +25,6 @@ from ._scopes import PhaseScope, SessionScope
 from ._store import MISSING, AttrValue
 from ._tracer import current_tracer
 
-__all__ = ["TASK_SPAN_ID", "annotate", "atrace_phase", "dump_call", "increment", "session_event",
-           "session_span_id", "trace_id", "trace_phase", "trace_session", "traceparent"]
-
 #: the span id of a task's own span (the root of its trace): a session's span ids never
 #: reach the top bit
 TASK_SPAN_ID = 1 << 63

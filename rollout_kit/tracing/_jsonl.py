@@ -17,8 +17,6 @@ import orjson
 
 from .._errors import TraceSchemaError
 
-__all__ = ["TornTraceWarning", "jsonl_objects"]
-
 StrPath = str | os.PathLike[str]
 
 

@@ -35,9 +35,6 @@ from ._store import (
     Store,
 )
 
-__all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "LiveSession", "LiveSpan", "LiveTable",
-           "LiveTask"]
-
 # Phase scope / span states. NEW: not entered yet; NOOP: entered with nothing to attach to;
 # OPEN: recording; ENDED: closed by its scope; CLOSED: closed by ``finalize`` of its task.
 NEW: Final = 0

@@ -27,13 +27,9 @@ import orjson
 from .._errors import ConfigError, TraceSchemaError
 from ._frames import Traces, build_traces
 from ._imports import foreign_kind, read_files
-from ._jsonl import TornTraceWarning, jsonl_objects
+from ._jsonl import jsonl_objects
 from ._parquet import concat_snapshots, read_info, read_snapshot, write_snapshot
 from ._store import FORMAT, Snapshot, Store
-
-__all__ = ["TRACE_PATTERNS", "StaleParquetWarning", "TornTraceWarning", "append_records",
-           "compact_trace", "expand_paths", "is_parquet", "jsonl_objects", "load_traces",
-           "parquet_path", "read_records", "source_info"]
 
 StrPath = str | os.PathLike[str]
 #: the files of a trace directory: JSONL logs and their Parquet forms

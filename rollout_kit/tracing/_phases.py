@@ -22,18 +22,6 @@ from types import MappingProxyType
 from .._errors import ConfigError
 from ._schema import BUILTIN_PHASES
 
-__all__ = [
-    "CODES",
-    "PALETTE",
-    "is_phase",
-    "phase_code",
-    "phase_color",
-    "phase_name",
-    "phase_names",
-    "register_phase",
-    "registered_phases",
-]
-
 # tab10 without the colours of the built-ins, then tab20's light tones: distinct and readable
 _BUILTIN_COLORS = {"generate": "#2563eb", "reward": "#dc2626", "toolcall": "#f59e0b"}
 PALETTE = (

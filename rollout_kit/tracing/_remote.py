@@ -16,8 +16,6 @@ from typing import Any
 from .._errors import TraceSchemaError
 from ._codes import CONSUME, DISPATCH, SUBMIT
 
-__all__ = ["reanchor"]
-
 
 def reanchor(header: Mapping[str, Any], record: Mapping[str, Any], *,
              clock_offset_s: float = 0.0,

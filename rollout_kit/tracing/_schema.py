@@ -29,24 +29,6 @@ them).
 
 from __future__ import annotations
 
-__all__ = [
-    "BUILTIN_PHASES",
-    "EVENT_COLUMNS",
-    "LIFECYCLE_EVENTS",
-    "MIN_SCHEMA_VERSION",
-    "PHASE_SESSION_SUFFIX",
-    "SCHEMA_VERSION",
-    "SERVER_METRIC_COLUMNS",
-    "SESSION_COLUMNS",
-    "SESSION_EVENTS",
-    "SPAN_COLUMNS",
-    "STATUSES",
-    "TASK_COLUMNS",
-    "TERMINAL_STATUSES",
-    "phase_column",
-    "phase_session_column",
-]
-
 #: the trace schema written; 2: trace files hold batch-of-columns records (``columns``)
 SCHEMA_VERSION = 2
 #: the oldest schema still read (1: one task record per line)

@@ -21,11 +21,9 @@ from .._errors import TraceStateError
 from . import _context as ctx
 from ._codes import CANCELLED, FAILED
 from ._context import Recorder
-from ._live import CLOSED, ENDED, NEW, NOOP, OPEN, LiveSession, LiveSpan
+from ._live import NEW, NOOP, LiveSession, LiveSpan
 from ._phases import CODES, phase_code
 from ._store import FLAG_RAISED
-
-__all__ = ["CLOSED", "ENDED", "NEW", "NOOP", "OPEN", "PhaseScope", "SessionScope", "TaskScope"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

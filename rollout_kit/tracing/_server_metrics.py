@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
-__all__ = ["KEPT_METRICS", "SERIES", "SERIES_NAMES", "Series", "Source"]
-
 Source = tuple[str, ...]  # (how, metric names...)
 
 

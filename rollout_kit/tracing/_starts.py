@@ -20,8 +20,6 @@ from ._codes import DISPATCH, START
 from ._context import Recorder
 from ._live import LiveTable
 
-__all__ = ["TaskStarts"]
-
 
 class TaskStarts:
     """Start marks and contexts of one tracer's tasks (``Tracer.task_starts()``).

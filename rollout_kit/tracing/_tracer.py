@@ -59,7 +59,6 @@ from ._scopes import PhaseScope, SessionScope, TaskScope
 from ._starts import TaskStarts
 from ._store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 
-__all__ = ["MAX_ERROR_CHARS", "SESSION_RESERVED", "TASK_RESERVED", "Tracer", "current_tracer"]
 TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
 SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
                                S.TOTAL_S})

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ..tracing import Tracer
 
-__all__ = ["Worker", "WorkerPool", "WorkerSpec"]
-
 
 class Worker(Protocol):
     """One worker of a controller: runs the tasks it is given, reports to its sink."""

@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from ..engines import InferenceEngine
     from ._base import Worker, WorkerSpec
 
-__all__ = ["LocalScheduler", "LocalWorker", "SchedulePolicy"]
-
 SchedulePolicy = Literal["round_robin", "least_loaded"]
 
 

@@ -34,7 +34,6 @@ from rollout_kit.engines._http import (
     HttpClient,
     RetryState,
     SSEEvent,
-    base_url,
     call_with_retries,
     error_message_of,
     is_connect_failure,
@@ -46,6 +45,7 @@ from rollout_kit.engines._http import (
 )
 from rollout_kit.engines._transport import AiohttpTransport
 from rollout_kit.engines._transport.aiohttp_transport import aiohttp_error as engine_error
+from rollout_kit.engines._transport.base import base_url
 
 from .conftest import Proxy, free_port
 

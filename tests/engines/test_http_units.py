@@ -14,7 +14,6 @@ from rollout_kit import (
 )
 from rollout_kit.engines._http import (
     RetryState,
-    base_url,
     call_with_retries,
     error_message_of,
     make_status_error,
@@ -22,6 +21,7 @@ from rollout_kit.engines._http import (
 )
 from rollout_kit.engines._prometheus import parse_prometheus
 from rollout_kit.engines._routing import Router, route_key
+from rollout_kit.engines._transport.base import base_url
 
 
 @pytest.mark.parametrize("body,message", [

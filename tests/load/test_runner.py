@@ -41,7 +41,8 @@ from rollout_kit.load import (
     run_load_async,
     synthetic,
 )
-from rollout_kit.load._runner import FRAME_COLUMNS, PRESTAGE_S
+from rollout_kit.load._results import FRAME_COLUMNS
+from rollout_kit.load._runner import PRESTAGE_S
 from rollout_kit.load._workflow import LoadItem, Measured, TaskRecord
 from rollout_kit.sim import SimCluster, serve, serve_in_thread
 

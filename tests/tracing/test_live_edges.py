@@ -20,7 +20,7 @@ from rollout_kit.tracing import (
 )
 from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing._dumps import Coordinate
-from rollout_kit.tracing._scopes import CLOSED, ENDED
+from rollout_kit.tracing._live import CLOSED, ENDED
 
 
 def _coordinate() -> Coordinate:

@@ -28,7 +28,8 @@ from rollout_kit.tracing import (
     traceparent,
 )
 from rollout_kit.tracing import _schema as S
-from rollout_kit.tracing._scopes import ENDED, NOOP, OPEN, PhaseScope
+from rollout_kit.tracing._live import ENDED, NOOP, OPEN
+from rollout_kit.tracing._scopes import PhaseScope
 
 
 def _fresh(name: str) -> str:

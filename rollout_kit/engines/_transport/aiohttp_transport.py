@@ -27,8 +27,6 @@ from ..._errors import (
 )
 from .base import Reply, Stream, Transport, base_url
 
-__all__ = ["AIOHTTP_ERRORS", "AiohttpTransport", "aiohttp_error"]
-
 #: what :func:`aiohttp_error` translates (``aiohttp.ServerTimeoutError`` is both)
 AIOHTTP_ERRORS = (TimeoutError, aiohttp.ClientError)
 

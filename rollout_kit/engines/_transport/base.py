@@ -25,8 +25,6 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Reply", "Stream", "Transport", "base_url"]
-
 
 @functools.lru_cache(maxsize=1024)  # called per request with a handful of addresses
 def base_url(address: str) -> str:

@@ -18,8 +18,6 @@ import asyncio
 from time import perf_counter_ns
 from typing import Final, cast
 
-__all__ = ["Connection", "ProtocolError"]
-
 MAX_HEAD: Final = 64 * 1024
 _HIGH_WATER: Final = 1024 * 1024  # buffered body bytes above which reading pauses
 

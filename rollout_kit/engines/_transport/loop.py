@@ -34,8 +34,6 @@ from ..._errors import (
 from .base import Reply, Stream, Transport
 from .h1 import Connection, ProtocolError
 
-__all__ = ["LoopTransport"]
-
 _USER_AGENT: Final = "rollout-kit"
 
 

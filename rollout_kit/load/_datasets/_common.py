@@ -28,22 +28,6 @@ from ..._errors import ConfigError, DatasetError, truncate
 from ...tracing import TornTraceWarning
 from .._tokenize import TextTokenizer, load_tokenizer
 
-__all__ = [
-    "SPECIAL_IDS",
-    "VOCAB_SIZE",
-    "allowed_ids",
-    "as_int",
-    "check_length",
-    "check_time_scale",
-    "fail",
-    "is_int",
-    "jsonl_objects",
-    "open_text",
-    "positive",
-    "take",
-    "tokenizer_of",
-]
-
 _T = TypeVar("_T")
 
 #: default vocabulary: the simulator's byte tokenizer (ids 0..2 special)

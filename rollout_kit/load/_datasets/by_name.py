@@ -26,8 +26,6 @@ from .synthetic import shared_prefix, synthetic
 from .text import read_jsonl, read_sharegpt
 from .traces import read_mooncake
 
-__all__ = ["DATASET_NAMES", "dataset_takes_path", "load_dataset"]
-
 
 def _random(num: int, *, input_len: int = 1024, output_len: int = 128,
             range_ratio: float | tuple[float, float] = 0.0, seed: int = 0,

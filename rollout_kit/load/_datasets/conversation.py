@@ -33,9 +33,6 @@ from ..._errors import ConfigError
 from .._tokenize import ByteCounter, TextTokenizer
 from ._common import fail, is_int, tokenizer_of
 
-__all__ = ["Conversation", "ConversationTurn", "ThinkTime", "text_of_length",
-           "with_think_time"]
-
 #: roles of the message a turn appends (a user's question, a tool's result)
 TURN_ROLES = ("user", "tool")
 

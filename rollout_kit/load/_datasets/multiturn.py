@@ -52,9 +52,6 @@ from ._common import (
 )
 from .conversation import Conversation, ConversationTurn, ThinkTime, text_of_length, with_think_time
 
-__all__ = ["read_agent_trace", "read_multiturn_json", "read_sharegpt_conversations",
-           "synthetic_conversations"]
-
 #: ShareGPT ``from`` values by the role they play
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
                    "chatgpt": "assistant", "bard": "assistant", "bing": "assistant",

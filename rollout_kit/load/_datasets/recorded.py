@@ -77,9 +77,6 @@ from ._common import (
 )
 from .request import LoadRequest
 
-__all__ = ["AREAL_STATUSES", "RecordedPrompts", "SkippedTasksWarning", "from_traces",
-           "read_areal_sessions"]
-
 RecordedPrompts = Literal["same", "lengths"]
 
 StrPath = str | os.PathLike[str]

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from ..._errors import ConfigError
 from ._common import is_int
 
-__all__ = ["LoadRequest"]
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoadRequest:

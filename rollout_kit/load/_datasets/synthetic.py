@@ -27,8 +27,6 @@ from .._tokenize import TextTokenizer
 from ._common import SPECIAL_IDS, VOCAB_SIZE, allowed_ids, fail, positive
 from .request import LoadRequest
 
-__all__ = ["Distribution", "shared_prefix", "synthetic"]
-
 Distribution = Literal["fixed", "uniform", "normal"]
 
 

@@ -22,8 +22,6 @@ from .._tokenize import TextTokenizer
 from ._common import check_length, fail, jsonl_objects, open_text, positive, take, tokenizer_of
 from .request import LoadRequest
 
-__all__ = ["read_jsonl", "read_sharegpt"]
-
 #: ShareGPT pruning, as vllm's ``is_valid_sequence`` (from the original benchmark_serving.py)
 _SHAREGPT_MIN_LEN = 4
 _SHAREGPT_MAX_PROMPT = 1024

@@ -31,8 +31,6 @@ from ._common import (
 )
 from .request import LoadRequest
 
-__all__ = ["read_mooncake"]
-
 
 def read_mooncake(path: str | Path, *, time_scale: float = 1.0, block_size: int = 512,
                   seed: int = 0, num: int | None = None, rebase: bool = True,

@@ -21,8 +21,6 @@ from .._state import ABORT_WAITING, SimSequence
 from .._streaming import SequenceStream, SSEWriter
 from .requests import Contract, GenRequest, Invalid, parse_generate
 
-__all__ = ["flat_error", "generate"]
-
 _QUEUE_FULL_EVENT = {"error": {"message": "The request queue is full.",
                                "type": "service_unavailable", "code": 503, "retryable": True}}
 

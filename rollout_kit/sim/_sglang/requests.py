@@ -9,8 +9,6 @@ from typing import Any
 from .._context import ServerContext
 from .._generation import SamplingSpec, stop_strings
 
-__all__ = ["Contract", "GenRequest", "Invalid", "invalid_type", "parse_generate"]
-
 _SAMPLING_KEYS = (
     "max_new_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty",
     "presence_penalty", "repetition_penalty", "min_new_tokens", "stop", "stop_token_ids",

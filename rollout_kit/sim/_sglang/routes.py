@@ -13,8 +13,6 @@ from .._state import PauseMode
 from .._vllm.chat import serve_chat
 from .generate import flat_error, generate
 
-__all__ = ["add_sglang_routes"]
-
 _FLUSH_TEXT = ("Cache flushed.\nPlease check backend logs for more details. (When there are "
                "running or waiting requests, the operation will not be performed.)\n")
 

@@ -42,9 +42,6 @@ from .outputs import (
 )
 from .requests import CommonParams, body_object, get_bool, get_int, parse_common, sampling_spec
 
-__all__ = ["ChatRequest", "chat_completions", "parse_chat", "render_chat", "serve_chat",
-           "tokenize_messages"]
-
 Flavour = Literal["vllm", "sglang"]
 
 

@@ -41,8 +41,6 @@ from .requests import (
     sampling_spec,
 )
 
-__all__ = ["completions"]
-
 
 def _completion_id(ctx: ServerContext) -> str:
     """``cmpl-`` and 16 hex digits like 0.32 (random per server, then a counter)."""

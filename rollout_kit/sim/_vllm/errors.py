@@ -16,18 +16,6 @@ from .._fault_effects import retry_after_headers
 from .._faults import Fault
 from .._http_util import BadBody, json_response
 
-__all__ = [
-    "PAUSED_MESSAGE",
-    "ApiError",
-    "body_error",
-    "error_event",
-    "error_response",
-    "fault_error",
-    "overloaded",
-    "param_error",
-    "validation_error",
-]
-
 _STATUS_TYPES = {400: "BadRequestError", 404: "NotFoundError", 408: "RequestTimeoutError",
                  429: "TooManyRequestsError", 500: "InternalServerError",
                  502: "BadGatewayError", 503: "ServiceUnavailableError",

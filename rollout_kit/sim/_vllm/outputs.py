@@ -15,18 +15,6 @@ from .._generation import SamplingSpec
 from .._state import SimSequence
 from .errors import PAUSED_MESSAGE, ApiError, error_response, fault_error, overloaded
 
-__all__ = [
-    "cached_details",
-    "final_text",
-    "fingerprint",
-    "finish_reason",
-    "gate_and_fault",
-    "make_sequences",
-    "text_delta",
-    "timing",
-    "usage",
-]
-
 
 async def gate_and_fault(ctx: ServerContext,
                          n_seqs: int) -> tuple[web.Response | None, Fault | None]:

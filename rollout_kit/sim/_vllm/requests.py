@@ -16,17 +16,6 @@ from .._generation import SamplingSpec, stop_strings
 from .._http_util import BadBody, read_json
 from .errors import ApiError, body_error, param_error, validation_error
 
-__all__ = [
-    "CommonParams",
-    "body_object",
-    "get_bool",
-    "get_float",
-    "get_int",
-    "parse_common",
-    "parse_prompts",
-    "sampling_spec",
-]
-
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 

@@ -12,8 +12,6 @@ from .chat import chat_completions, tokenize_messages
 from .completions import completions
 from .errors import ApiError, error_response, validation_error
 
-__all__ = ["add_vllm_routes"]
-
 
 async def models(request: web.Request) -> web.Response:
     """``GET /v1/models``."""

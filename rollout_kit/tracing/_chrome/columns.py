@@ -11,9 +11,6 @@ import pandas as pd
 
 from ..._errors import TraceSchemaError
 
-__all__ = ["DEFAULT_PROCESS", "F64", "I64", "NO_SESSION", "floats", "ints", "require_columns",
-           "strings"]
-
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 I64 = np.ndarray[Any, np.dtype[np.int64]]
 

@@ -10,8 +10,6 @@ import pandas as pd
 from .. import _schema as S
 from .columns import DEFAULT_PROCESS, F64, NO_SESSION, floats, ints
 
-__all__ = ["SERVER_COUNTER", "TASK_COUNTER", "counter_samples"]
-
 TASK_COUNTER = "tasks"
 """Counter of a worker process: series ``queued`` and ``in_flight``."""
 SERVER_COUNTER = "requests"

@@ -15,9 +15,6 @@ from .. import _schema as S
 from .columns import DEFAULT_PROCESS, F64, I64, NO_SESSION, floats, ints, require_columns, strings
 from .counters import counter_samples
 
-__all__ = ["CAT_CONTINUE", "CAT_COUNTER", "CAT_SESSION", "CONSUME_EVENT", "CONTINUE_EVENT",
-           "DISPATCH_EVENT", "QUEUED_EVENT", "SUBMIT_EVENT", "ChromeLayout", "chrome_layout"]
-
 QUEUED_EVENT = "queued"
 """Name of the event for a task's queue wait (submit → dispatch)."""
 SUBMIT_EVENT, DISPATCH_EVENT, CONSUME_EVENT = "submit", "dispatch", "consume"

@@ -13,8 +13,6 @@ from ..._errors import ConfigError
 from .. import _schema as S
 from .layout import CAT_CONTINUE, CAT_COUNTER, CAT_SESSION, ChromeLayout, chrome_layout
 
-__all__ = ["to_chrome_trace"]
-
 
 def _na(v: Any) -> Any:
     return None if v is None or v is pd.NA else v

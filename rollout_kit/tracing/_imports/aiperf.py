@@ -33,8 +33,6 @@ from .common import (
     worst,
 )
 
-__all__ = ["read_aiperf"]
-
 _TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
 _WALL_NS = 10**17  # epoch ns after 1973: a wall clock, not a perf counter
 # aiperf metric -> (session column, how to read it)

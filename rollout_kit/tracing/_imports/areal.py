@@ -32,8 +32,6 @@ from .common import (
     worst,
 )
 
-__all__ = ["AREAL_STATUSES", "read_areal_sessions_trace"]
-
 #: the statuses of AReaL's session records
 AREAL_STATUSES = ("pending", "accepted", "rejected", "failed", "dropped")
 

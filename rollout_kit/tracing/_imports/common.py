@@ -17,29 +17,6 @@ from .. import _schema as S
 from .._frames import Traces, build_traces
 from .._store import FORMAT, Store
 
-__all__ = [
-    "KINDS",
-    "REQUEST_ERROR",
-    "SOURCE",
-    "TPOT_S",
-    "Kind",
-    "Record",
-    "StrPath",
-    "build",
-    "extra_name",
-    "finite",
-    "input_files",
-    "is_int",
-    "is_num",
-    "json_or_none",
-    "ns",
-    "present_attrs",
-    "session_record",
-    "task_record",
-    "where_at",
-    "worst",
-]
-
 StrPath = str | os.PathLike[str]
 Kind = Literal["rollout_kit", "vllm_bench", "aiperf", "guidellm", "areal_sessions"]
 

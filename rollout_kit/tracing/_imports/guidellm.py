@@ -42,9 +42,6 @@ from .common import (
     worst,
 )
 
-__all__ = ["GUIDELLM_GROUPS", "GUIDELLM_TPOT_S", "GuidellmSampleWarning", "is_guidellm",
-           "read_guidellm"]
-
 #: guidellm's status groups of ``benchmarks[].requests`` and this project's status of each
 GUIDELLM_GROUPS: dict[str, str] = {"successful": "accepted", "errored": "failed",
                                    "incomplete": "cancelled"}

@@ -33,8 +33,6 @@ from .common import (
     where_at,
 )
 
-__all__ = ["VLLM_ARRAYS", "read_vllm_bench"]
-
 #: the per-request arrays this reader needs (``--save-detailed`` adds all but latencies)
 VLLM_ARRAYS = ("start_times", "latencies", "ttfts", "itls", "input_lens", "output_lens",
                "errors")

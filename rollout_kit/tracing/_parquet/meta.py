@@ -18,9 +18,6 @@ from .._schema import (
 )
 from .._store import FORMAT, AttrValues
 
-__all__ = ["COMPRESSION", "ENCODING", "JSON_FIELD", "KINDS", "META_KEY", "Attrs", "ParquetInfo",
-           "StrPath", "check_meta", "fail", "unreadable"]
-
 META_KEY = b"rollout_kit.trace"
 COMPRESSION = "zstd"
 ENCODING = b"rollout_kit.encoding"

@@ -29,8 +29,6 @@ from .meta import (
     unreadable,
 )
 
-__all__ = ["concat_snapshots", "read_info", "read_snapshot"]
-
 
 def read_info(path: StrPath) -> ParquetInfo:
     """The rollout_kit metadata of a trace Parquet file (reads its footer only).

@@ -23,8 +23,6 @@ from .._store import FORMAT, MISSING, AttrValues, Snapshot
 from .._store.metrics import MetricRows
 from .meta import COMPRESSION, JSON_FIELD, KINDS, META_KEY, Attrs, StrPath
 
-__all__ = ["snapshot_table", "write_snapshot"]
-
 
 def _rel(ns: np.ndarray, epoch_ns: int) -> pa.Array:
     """int64 ns since ``epoch_ns``; null where MISSING."""

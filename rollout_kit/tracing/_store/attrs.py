@@ -10,8 +10,6 @@ from ..._errors import ConfigError
 from .. import _phases as phases
 from .._schema import PHASE_SESSION_SUFFIX
 
-__all__ = ["SCALARS", "AttrValue", "check_attrs", "check_counts"]
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 SCALARS = (str, int, float, bool, type(None))
 

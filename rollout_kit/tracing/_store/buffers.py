@@ -32,8 +32,6 @@ from .layout import (
 from .metrics import MetricsBuffer
 from .snapshot import AttrValues, Snapshot
 
-__all__ = ["SETTLE_AT", "Buffers"]
-
 #: values a table's list holds before it moves into the array (see :class:`Buffers`)
 SETTLE_AT = 8192
 

@@ -3,8 +3,6 @@ finalized or ingested, to tell a late mark of a finished task from an unknown id
 
 from __future__ import annotations
 
-__all__ = ["IdSet"]
-
 
 class IdSet:
     """Set of task ids, as a bitmap for ids below 2**27 (16 MiB at most), else a set.

@@ -12,30 +12,6 @@ import numpy as np
 from .._schema import LIFECYCLE_EVENTS
 from .attrs import AttrValue
 
-__all__ = [
-    "COLUMNS",
-    "E_STRIDE",
-    "FLAG_CLOSED_AT_FINALIZE",
-    "FLAG_RAISED",
-    "FORMAT",
-    "MISSING",
-    "M_STRIDE",
-    "P_STRIDE",
-    "S_STRIDE",
-    "T_ID",
-    "T_MARKS",
-    "T_NSESS",
-    "T_NSPAN",
-    "T_STATUS",
-    "T_STRIDE",
-    "T_WORKER",
-    "EventRow",
-    "SessionRow",
-    "Sparse",
-    "SpanRow",
-    "row_array",
-]
-
 FORMAT = "rollout_kit.trace"
 COLUMNS = "columns"  # the kind of a batch-of-columns record (trace files, schema 2)
 MISSING = -(2**63)

@@ -26,8 +26,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["METRICS", "MetricRows", "MetricsBuffer", "Names"]
-
 #: the kind of a server metrics record
 METRICS = "server_metrics"
 

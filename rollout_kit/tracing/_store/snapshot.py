@@ -12,8 +12,6 @@ import pandas as pd
 from .attrs import AttrValue
 from .metrics import MetricRows
 
-__all__ = ["AttrValues", "Snapshot"]
-
 # the values of one sparse attribute column in a snapshot: a list, or (read from Parquet) a
 # numpy array of one type — int64, float64, bool — or a Categorical of str
 AttrValues = list[AttrValue] | np.ndarray | pd.Categorical

@@ -42,9 +42,6 @@ from .layout import (
 )
 from .metrics import METRICS
 
-__all__ = ["Store"]
-
-
 
 class Store(Buffers):
     """Columnar buffers of committed tasks, sessions, spans, session events and late marks

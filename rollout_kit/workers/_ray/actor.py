@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from ..._io import ModelRequest, ModelResponse, RolloutResult
     from ...engines import InferenceEngine
 
-__all__ = ["EngineFactory", "RayWorker", "worker_config"]
-
 EngineFactory = Callable[[int], "InferenceEngine"]
 _CACHE_SIZE = 256
 

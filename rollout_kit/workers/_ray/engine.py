@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
     from ..._io import ModelRequest, ModelResponse
 
-__all__ = ["ActorLink", "RayEngineProxy"]
-
 
 class ActorLink(Protocol):
     """What the proxy needs from the worker handle that owns the actor."""

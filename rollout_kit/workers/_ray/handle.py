@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ...engines import InferenceEngine
     from .._base import WorkerSpec
 
-__all__ = ["RayWorkerHandle"]
-
 
 class RayWorkerHandle:
     """One Ray worker as seen by the controller: queue here, runs in the actor.

@@ -21,8 +21,6 @@ from typing import Any
 
 from .wire import import_ray
 
-__all__ = ["LOCAL_NODE_IP", "init_local_ray", "non_loopback_listeners"]
-
 logger = logging.getLogger("rollout_kit.workers._ray")
 
 #: The node IP of a Ray instance :func:`init_local_ray` starts: every server on loopback.

@@ -23,14 +23,12 @@ from ..._executor import Recipe, make_recipe
 from .._local import LocalScheduler, SchedulePolicy
 from .actor import EngineFactory, RayWorker, worker_config
 from .handle import RayWorkerHandle
-from .loopback import LOCAL_NODE_IP, init_local_ray
+from .loopback import init_local_ray
 from .wire import import_ray, ship
 
 if TYPE_CHECKING:
     from ...engines import InferenceEngine
     from .._base import Worker, WorkerSpec
-
-__all__ = ["LOCAL_NODE_IP", "RayScheduler", "connect"]
 
 
 

@@ -21,8 +21,6 @@ from ...tracing._store import FORMAT
 if TYPE_CHECKING:
     from ...tracing import Tracer
 
-__all__ = ["controller_record"]
-
 
 def controller_record(tracer: Tracer, task_id: int, worker: str, *, status: str,
                       reason: str | None, error: str | None,

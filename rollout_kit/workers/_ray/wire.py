@@ -19,8 +19,6 @@ from typing import Any
 from ..._errors import ConfigError, SchedulerError, WorkflowError
 from ..._io import Status
 
-__all__ = ["INSTALL_HINT", "RemoteOutcome", "Shipment", "import_ray", "ship", "shippable"]
-
 INSTALL_HINT = "pip install 'rollout-kit[ray]'"
 
 
