@@ -30,8 +30,8 @@ from _common import Row, Size, check, run_alone, spread
 
 from rollout_kit import analysis
 from rollout_kit.plotting import plot_timeline
-from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import phase_color
+from rollout_kit.tracing import schema as S
 
 __all__ = ["rows"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from rollout_kit import ConfigError, TraceSchemaError, analysis
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from tests._trace_factories import hand_tasks, make_traces, record_with_tracer
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from rollout_kit import ConfigError, TraceSchemaError, analysis
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from tests._trace_factories import hand_tasks
 
 NAN = float("nan")

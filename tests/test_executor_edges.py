@@ -34,7 +34,7 @@ from rollout_kit._executor import (
 )
 from rollout_kit._executor.staleness import stall_message
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from tests._local_engine import LocalEngine
 
 pytestmark = pytest.mark.timeout(60)

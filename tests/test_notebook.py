@@ -16,7 +16,7 @@ import rollout_kit as rk
 from rollout_kit.notebook import LiveMonitor, ProgressSnapshot, SubmitPanel
 from rollout_kit.notebook._progress import Refresher
 from rollout_kit.sim import serve
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,8 +19,8 @@ from matplotlib.testing.decorators import check_figures_equal
 
 from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit import plotting as P
-from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import phase_color, register_phase
+from rollout_kit.tracing import schema as S
 from tests._trace_factories import hand_tasks, make_traces, record_with_tracer
 
 

@@ -18,8 +18,8 @@ import pytest
 from rollout_kit import ConfigError, plotting
 from rollout_kit._cli import main
 from rollout_kit.report import CHROME_FILE, PLOT_FILES, export_frames, write_report
-from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import load_traces
+from rollout_kit.tracing import schema as S
 from tests._trace_factories import record_with_tracer
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -29,7 +29,7 @@ from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._server_metrics import KEPT_METRICS, SERIES_NAMES
 
 FLAVOURS = ["vllm", "sglang"]

@@ -36,7 +36,7 @@ from rollout_kit.report import PLOT_FILES, SERVER_STATE_FILE, write_report
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Traces
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 pytestmark = pytest.mark.timeout(120)
 

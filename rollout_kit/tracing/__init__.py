@@ -6,15 +6,14 @@
   :func:`read_guidellm`, :func:`read_areal_sessions_trace`).
 - Module-level helpers (:func:`trace_phase`, :func:`trace_session`, :func:`annotate`, …) act
   on the current tracer/task/session carried in ``contextvars``.
-- Phases are a registry (:func:`register_phase`); column names live in ``schema``, the
-  integer codes of marks and statuses in ``codes``.
+- Phases are a registry (:func:`register_phase`); the frames' column names live in
+  ``schema`` (``from rollout_kit.tracing import schema``; below).
 - :func:`reanchor` prepares a task record traced in another process for :meth:`Tracer.ingest`.
 
 """
 
 from __future__ import annotations
 
-from . import _codes as codes
 from . import _schema as schema
 from ._chrome import to_chrome_trace
 from ._context import current_session_id, current_task_id
@@ -45,7 +44,6 @@ __all__ = [
     "TrajectoryDump",
     "annotate",
     "atrace_phase",
-    "codes",
     "compact_trace",
     "current_session_id",
     "current_task_id",

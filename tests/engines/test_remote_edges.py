@@ -46,7 +46,7 @@ from rollout_kit.engines._backend import Segment
 from rollout_kit.engines._output import Output, output_budget
 from rollout_kit.sim import serve
 from rollout_kit.tracing import Tracer, TrajectoryDump, load_dump
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 from .conftest import FLAVOURS, TOK, Proxy, answer, free_port, make_engine, req
 

@@ -18,7 +18,7 @@ import pytest
 from rollout_kit import EngineConfig, GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit.analysis import server_series
 from rollout_kit.testing import VLLMCPUServer
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 pytestmark = pytest.mark.vllm_cpu
 

@@ -26,7 +26,7 @@ from rollout_kit import RetryPolicy, RolloutResult, Timeouts
 from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
 from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
-from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing import schema
 
 __all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record"]
 

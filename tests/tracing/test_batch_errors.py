@@ -13,7 +13,7 @@ import pytest
 
 from rollout_kit import TraceSchemaError
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from tests.tracing._batches import Record, set_at, traced_batch
 
 

@@ -22,8 +22,8 @@ from rollout_kit import (
 from rollout_kit.engines import InferenceEngine
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
-from rollout_kit.tracing import _schema as S
 from rollout_kit.tracing import atrace_phase, load_traces, trace_session
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._chrome import (
     CONTINUE_EVENT,
     SERVER_COUNTER,

@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 from rollout_kit import TraceSchemaError
-from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing import Tracer, load_traces, schema
 from rollout_kit.tracing._codes import CONTINUE
 from rollout_kit.tracing._persist import read_records
 

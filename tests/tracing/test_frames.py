@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from rollout_kit import ConfigError, analysis
-from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.tracing import _schema as schema
+from rollout_kit.tracing import Tracer, load_traces, schema
 from rollout_kit.tracing._frames import _union_seconds, build_traces
 from rollout_kit.tracing._store import FORMAT, Store
 from tests._trace_factories import union_length

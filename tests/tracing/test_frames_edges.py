@@ -19,7 +19,7 @@ import pytest
 from rollout_kit.tracing import Tracer, annotate, load_traces, session_event
 from rollout_kit.tracing import _frames as frames
 from rollout_kit.tracing import _phases as phases
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._frames import Traces, _column, _union_seconds, build_traces, empty_events
 from rollout_kit.tracing._store import FORMAT, Store
 

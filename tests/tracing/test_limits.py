@@ -7,7 +7,7 @@ import pytest
 
 from rollout_kit import ConfigError, DuplicateTaskIdError, TraceStateError, UnknownTaskIdError
 from rollout_kit.tracing import Tracer
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._store import IdSet, check_attrs, check_counts
 from rollout_kit.tracing._tracer import MAX_ERROR_CHARS
 

@@ -18,7 +18,7 @@ from rollout_kit.tracing import (
     increment,
     trace_phase,
 )
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._dumps import Coordinate
 from rollout_kit.tracing._live import CLOSED, ENDED
 

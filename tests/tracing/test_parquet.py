@@ -27,7 +27,7 @@ from rollout_kit.tracing import (
     trace_phase,
 )
 from rollout_kit.tracing import _persist as persist
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._parquet import META_KEY, read_info
 
 register_phase("verify")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rollout_kit import ConfigError
-from rollout_kit.tracing import _schema as schema
-from rollout_kit.tracing import phase_color, register_phase, registered_phases
+from rollout_kit.tracing import phase_color, register_phase, registered_phases, schema
 
 
 def test_builtins_first_with_fixed_colors() -> None:

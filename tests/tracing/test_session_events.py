@@ -9,7 +9,7 @@ import pytest
 
 from rollout_kit import ConfigError
 from rollout_kit.tracing import Tracer, load_traces, session_event
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 
 def _two_tasks(tr: Tracer) -> None:

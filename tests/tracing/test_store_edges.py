@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rollout_kit.tracing import Tracer, annotate, session_event, trace_phase
-from rollout_kit.tracing import _schema as S
+from rollout_kit.tracing import schema as S
 
 
 def _run(tr: Tracer, tid: int, *, attrs: bool) -> None:

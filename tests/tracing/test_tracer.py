@@ -27,10 +27,10 @@ from rollout_kit.tracing import (
     increment,
     register_phase,
     registered_phases,
+    schema,
     trace_phase,
     trace_session,
 )
-from rollout_kit.tracing import _schema as schema
 
 
 def _row(df: pd.DataFrame, key: Any) -> dict[str, Any]:
