@@ -30,7 +30,6 @@ refuses a local tokenizer folder); guidellm 0.8.1 ``guidellm run --profile kind=
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -40,12 +39,15 @@ import subprocess
 import sys
 import time
 import venv
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rollout_kit import RolloutKitError
+from rollout_kit.testing._venv import file_lock, tail
 
 __all__ = ["PEERS", "SCHEDULE_FLOOR", "Peer", "PeerRun", "cache_dir", "ensure", "executable",
            "main", "measured", "run_peer", "setup", "unavailable", "venv_dir"]
@@ -116,33 +118,8 @@ def unavailable(name: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def _lock(path: Path, timeout: float = 1800.0) -> Iterator[None]:
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a+") as fh:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"another install held {path} for {timeout:.0f} s"
-                                       ) from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _tail(path: Path, chars: int = 600) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:].strip().replace("\n", " / ")
-    except OSError:
-        return "(no log)"
+    return tail(path, chars).strip().replace("\n", " / ")
 
 
 def setup(name: str) -> str | None:
@@ -154,7 +131,7 @@ def setup(name: str) -> str | None:
     target = venv_dir(name)
     log = target.parent / "install.log"
     try:
-        with _lock(target.parent / "install.lock"):
+        with file_lock(target.parent / "install.lock"):
             if unavailable(name) is None:  # another process finished it meanwhile
                 return None
             (target / _MARKER).unlink(missing_ok=True)
@@ -176,7 +153,7 @@ def setup(name: str) -> str | None:
                                 f"{proc.returncode}; log {log}): {_tail(log)}")
             (target / _MARKER).write_text(json.dumps(
                 {"requirement": peer.requirement, "created": time.time()}) + "\n")
-    except (OSError, TimeoutError, subprocess.SubprocessError) as exc:
+    except (OSError, RolloutKitError, subprocess.SubprocessError) as exc:
         return f"cannot install {peer.requirement} at {target}: {type(exc).__name__}: {exc}"
     return None
 
