@@ -152,3 +152,21 @@ def record_with_tracer(n: int = 6, *, path: object = None, sessions: int = 2,
         tr.finalize(i, "failed" if i % 3 == 0 else "accepted")
     tr.close()
     return tr
+
+
+def reference_traces() -> object:
+    """A one-task trace of the real tracer: the columns and dtypes an imported file's frames
+    must match (generate with a server, TTFT, ITL and token counts)."""
+    from rollout_kit.tracing import Tracer, trace_phase
+
+    tr = Tracer(worker="w0")
+    tr.register_task(0)
+    with tr.task_scope(0):
+        tr.mark(0, "dispatch")
+        with tr.session():
+            with trace_phase("generate"):
+                pass
+            tr.annotate(server="127.0.0.1:1", ttft_s=0.1, itl_s=0.01)
+            tr.increment(prompt_tokens=3, completion_tokens=4)
+    tr.finalize(0, "accepted")
+    return tr.frames()

@@ -24,14 +24,15 @@ import pytest
 from matplotlib.figure import Figure
 
 from rollout_kit import TraceSchemaError, analysis, plotting
-from rollout_kit.tracing import Tracer, Traces, load_traces, read_guidellm, trace_phase
 from rollout_kit.tracing import _imports as imports_mod
+from rollout_kit.tracing import load_traces, read_guidellm
 from rollout_kit.tracing._imports import (
     GUIDELLM_TPOT_S,
     TPOT_S,
     GuidellmSampleWarning,
     file_kind,
 )
+from tests._trace_factories import reference_traces
 
 T0 = 1796417350.0
 MS = 1e-3
@@ -179,20 +180,6 @@ def _lower_median(values: Any, weights: Any = None) -> float:
     return float(v[order][np.searchsorted(cdf, 0.5, side="left")])
 
 
-def _reference() -> Traces:
-    tr = Tracer(worker="w0")
-    tr.register_task(0)
-    with tr.task_scope(0):
-        tr.mark(0, "dispatch")
-        with tr.session():
-            with trace_phase("generate"):
-                pass
-            tr.annotate(server="127.0.0.1:1", ttft_s=0.1, itl_s=0.01)
-            tr.increment(prompt_tokens=3, completion_tokens=4)
-    tr.finalize(0, "accepted")
-    return tr.frames()
-
-
 # ------------------------------------------------------------------------------- the tests
 def test_load_traces_tells_guidellm_from_aiperf(tmp_path: Path) -> None:
     path = _main_file(tmp_path)
@@ -209,7 +196,7 @@ def test_load_traces_tells_guidellm_from_aiperf(tmp_path: Path) -> None:
 
 def test_guidellm_requests_in_the_frames(tmp_path: Path) -> None:
     tr = read_guidellm(_main_file(tmp_path))
-    ref = _reference()
+    ref = reference_traces()
     for frame, want in ((tr.tasks, ref.tasks), (tr.sessions, ref.sessions),
                         (tr.spans, ref.spans)):
         assert list(frame.columns[:len(want.columns)]) == list(want.columns)

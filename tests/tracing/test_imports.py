@@ -37,9 +37,9 @@ from rollout_kit.tracing import (
     read_aiperf,
     read_areal_sessions_trace,
     read_vllm_bench,
-    trace_phase,
 )
 from rollout_kit.tracing._imports import file_kind
+from tests._trace_factories import reference_traces
 
 DATA = Path(__file__).parent / "data"
 VLLM = DATA / "vllm-bench-sim.json"
@@ -65,23 +65,8 @@ def _write_lines(path: Path, rows: list[Any], tail: str = "") -> Path:
     return path
 
 
-def _reference() -> Traces:
-    """A small rollout_kit trace: the dtypes every import must match."""
-    tr = Tracer(worker="w0")
-    tr.register_task(0)
-    with tr.task_scope(0):
-        tr.mark(0, "dispatch")
-        with tr.session():
-            with trace_phase("generate"):
-                pass
-            tr.annotate(server="127.0.0.1:1", ttft_s=0.1, itl_s=0.01)
-            tr.increment(prompt_tokens=3, completion_tokens=4)
-    tr.finalize(0, "accepted")
-    return tr.frames()
-
-
 def _same_dtypes(got: Traces) -> None:
-    ref = _reference()
+    ref = reference_traces()
     for frame, want in ((got.tasks, ref.tasks), (got.sessions, ref.sessions),
                         (got.spans, ref.spans)):
         assert list(frame.columns[:len(want.columns)]) == list(want.columns)
