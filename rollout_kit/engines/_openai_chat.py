@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from .._config import GenerationConfig
 from ._backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
-from ._vllm import add_openai_options
+from ._vllm import add_openai_options, openai_sampling
 
 CHAT_ENDPOINT = "/v1/chat/completions"
 
@@ -28,18 +28,7 @@ def build_chat_request(*, messages: list[dict[str, Any]], tools: list[dict[str, 
     """The JSON body of one chat request, with the vLLM/SGLang sampling extensions
     (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and token ids asked for."""
     g = gconfig
-    body: dict[str, Any] = {
-        "messages": messages,
-        "max_tokens": max_new_tokens,
-        "temperature": g.effective_temperature,
-        "top_p": g.top_p,
-        "top_k": g.top_k,
-        "ignore_eos": g.ignore_eos,
-        "skip_special_tokens": g.skip_special_tokens,
-        "frequency_penalty": g.frequency_penalty,
-        "return_token_ids": True,
-        "stream": stream,
-    }
+    body = {"messages": messages, **openai_sampling(g, max_new_tokens, stream)}
     if tools:
         body["tools"] = tools
     if template_kwargs:

@@ -27,6 +27,23 @@ from ._backend import (
 )
 
 
+def openai_sampling(g: GenerationConfig, max_new_tokens: int, stream: bool) -> dict[str, Any]:
+    """The sampling fields the OpenAI-compatible bodies share (completions and chat), with
+    vLLM's extensions (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and the token ids
+    asked for."""
+    return {
+        "max_tokens": max_new_tokens,
+        "temperature": g.effective_temperature,
+        "top_p": g.top_p,
+        "top_k": g.top_k,
+        "ignore_eos": g.ignore_eos,
+        "skip_special_tokens": g.skip_special_tokens,
+        "frequency_penalty": g.frequency_penalty,
+        "return_token_ids": True,
+        "stream": stream,
+    }
+
+
 def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
                        stream: bool) -> dict[str, Any]:
     """The optional fields the OpenAI-compatible bodies share (completions and chat): the
@@ -130,18 +147,8 @@ class VLLMBackend(Backend):
                       gconfig: GenerationConfig, max_new_tokens: int, stream: bool,
                       model: str | None) -> dict[str, Any]:
         g = gconfig
-        body: dict[str, Any] = {
-            "prompt": input_ids if input_ids else text,
-            "max_tokens": max_new_tokens,
-            "temperature": g.effective_temperature,
-            "top_p": g.top_p,
-            "top_k": g.top_k,
-            "ignore_eos": g.ignore_eos,
-            "skip_special_tokens": g.skip_special_tokens,
-            "frequency_penalty": g.frequency_penalty,
-            "return_token_ids": True,
-            "stream": stream,
-        }
+        body = {"prompt": input_ids if input_ids else text,
+                **openai_sampling(g, max_new_tokens, stream)}
         if g.logprobs:
             body["logprobs"] = 0
             body["return_tokens_as_token_ids"] = True
