@@ -42,6 +42,7 @@ from ._datasets.conversation import Conversation, ThinkTime, with_think_time
 from ._runner import run_load_async
 from ._spec import LoadSpec
 from ._turns import ConversationRun, build_conversation_run
+from ._workflow import call_times
 
 if TYPE_CHECKING:
     from .._controller import RolloutController
@@ -73,11 +74,9 @@ class TurnRecord:
 
     def add(self, t0: float, resp: ModelResponse) -> None:
         """File the engine's answer to the call made at ``t0`` (as ``TaskRecord.add``)."""
-        start = resp.start if resp.start >= t0 else t0  # NaN compares false
-        if not math.isnan(resp.ttft):
-            self.first_token = start + resp.ttft
-        self.end = (start + resp.latency if not math.isnan(resp.latency)
-                    else time.perf_counter())
+        ft, self.end = call_times(t0, resp)
+        if not math.isnan(ft):
+            self.first_token = ft
         self.prompt_tokens = resp.input_len
         self.output_tokens = resp.output_len
         self.cached_tokens = resp.cached_tokens

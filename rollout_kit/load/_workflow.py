@@ -173,6 +173,14 @@ async def _sample(engine: InferenceEngine, req: ModelRequest) -> dict[str, Any]:
     return _timings(resp)
 
 
+def call_times(t0: float, resp: ModelResponse) -> tuple[float, float]:
+    """The first token's instant (NaN when not measured) and the end's of a call made at
+    ``t0``, counted from the engine's own ``start`` (an engine without one: from ``t0``)."""
+    start = resp.start if resp.start >= t0 else t0  # NaN compares false
+    end = start + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
+    return start + resp.ttft, end
+
+
 @dataclass(slots=True)
 class TaskRecord:
     """What :class:`Measured` saw of one task's generate calls (``perf_counter`` seconds)."""
@@ -198,12 +206,9 @@ class TaskRecord:
         without a ``start`` is taken to have started at ``t0``.
         """
         self.done_calls += 1
-        start = resp.start if resp.start >= t0 else t0  # NaN compares false
-        if not math.isnan(resp.ttft):
-            ft = start + resp.ttft
-            if math.isnan(self.first_token) or ft < self.first_token:
-                self.first_token = ft
-        end = start + resp.latency if not math.isnan(resp.latency) else time.perf_counter()
+        ft, end = call_times(t0, resp)
+        if not math.isnan(ft) and (math.isnan(self.first_token) or ft < self.first_token):
+            self.first_token = ft
         if math.isnan(self.end) or end > self.end:
             self.end = end
         self.retries += resp.retries
