@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.tracing import schema as S
 from rollout_kit.tracing._server_metrics import KEPT_METRICS, SERIES_NAMES
+from tests.sim.helpers import until
 
 FLAVOURS = ["vllm", "sglang"]
 LONG = "the same long system prompt that every request of this batch shares. " * 4
@@ -41,12 +42,9 @@ def _wf(n: int = 2, tokens: int = 16) -> SingleTurnWorkflow:
         n_samples=n, max_new_tokens=tokens, ignore_eos=True))
 
 
-async def _until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+def _until(cond: Callable[[], bool], what: str,
+           timeout: float = 20.0) -> Coroutine[Any, Any, None]:
+    return until(cond, what, timeout, every=0.01)  # the condition builds a frame
 
 
 def _scrapes(frame: pd.DataFrame) -> int:

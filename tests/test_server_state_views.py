@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Traces
 from rollout_kit.tracing import schema as S
+from tests.sim.helpers import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,12 +46,9 @@ def _wf(tokens: int = 24) -> SingleTurnWorkflow:
         n_samples=1, max_new_tokens=tokens, ignore_eos=True))
 
 
-async def _until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+def _until(cond: Callable[[], bool], what: str,
+           timeout: float = 20.0) -> Coroutine[Any, Any, None]:
+    return until(cond, what, timeout, every=0.01)  # the condition builds a frame
 
 
 def _scrapes(frame: pd.DataFrame) -> int:

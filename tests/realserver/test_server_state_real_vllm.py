@@ -9,8 +9,8 @@ Waits are for conditions (a number of scrapes), never fixed sleeps.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -19,6 +19,7 @@ from rollout_kit import EngineConfig, GenerationConfig, RolloutController, Singl
 from rollout_kit.analysis import server_series
 from rollout_kit.testing import VLLMCPUServer
 from rollout_kit.tracing import schema as S
+from tests.sim.helpers import until
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -35,12 +36,9 @@ def _scrapes(frame: pd.DataFrame) -> int:
     return int(frame[S.TS].nunique())
 
 
-async def _until(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+def _until(cond: Callable[[], bool], what: str,
+           timeout: float = 30.0) -> Coroutine[Any, Any, None]:
+    return until(cond, what, timeout, every=0.02)  # the condition builds a frame
 
 
 async def test_series_follow_a_batch_and_the_prefix_cache(

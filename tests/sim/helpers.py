@@ -59,14 +59,16 @@ async def wait_state(session: aiohttp.ClientSession, url: str, timeout: float = 
 SLOW = {"time_scale": 1.0, "itl_s": 0.02}
 
 
-async def until(pred: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    """Poll an in-process condition (``serve`` runs the servers on the test's own loop)."""
+async def until(pred: Callable[[], object], what: str, timeout: float = 30.0, *,
+                every: float = 0.002) -> None:
+    """Poll an in-process condition (``serve`` runs the servers on the test's own loop)
+    every ``every`` seconds (longer for a condition that builds frames)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not pred():
         if loop.time() > deadline:
             raise AssertionError(f"never saw: {what}")
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(every)
 
 
 def live(server: SimServer, prefix: str = "") -> list[SimSequence]:
