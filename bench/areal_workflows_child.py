@@ -28,7 +28,7 @@ import rollout_kit as rk
 MAX_NEW = 16
 
 
-def reward(*args: Any, **kw: Any) -> float:
+def reward(*args: Any, **data: Any) -> float:  # noqa: ARG001 - the signature
     """AReaL's reward signature ``(prompt, completion, prompt_ids, completion_ids, **data)``."""
     return float(len(args[1]) % 2)
 
