@@ -31,12 +31,20 @@ class AReaLEnv:
     def run(self, *tests: str, env: Mapping[str, str] | None = None) -> None:
         """Run ``inside/<tests>`` with the AReaL venv's pytest; fail with its output, or when
         any of them was skipped."""
+        self.pytest(["-c", str(INSIDE / "pytest.ini"), "-q", *(str(INSIDE / t) for t in tests)],
+                    cwd=INSIDE, env=env)
+
+    def run_notebook(self, name: str) -> None:
+        """Run ``notebooks/<name>`` under nbval (the project's settings) in the AReaL venv."""
+        self.pytest(["-q", str(ROOT / "notebooks" / name)], cwd=ROOT)
+
+    def pytest(self, args: list[str], *, cwd: Path,
+               env: Mapping[str, str] | None = None) -> None:
         child = {**os.environ, "PYTHONPATH": str(ROOT), "ROLLOUT_KIT_AREAL_MODEL": str(self.model),
                  **(env or {})}
-        cmd = [str(self.python), "-m", "pytest", "-c", str(INSIDE / "pytest.ini"), "-q",
-               *(str(INSIDE / t) for t in tests)]
-        proc = subprocess.run(cmd, cwd=INSIDE, env=child, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, check=False)
+        proc = subprocess.run([str(self.python), "-m", "pytest", *args], cwd=cwd, env=child,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              check=False)
         out = proc.stdout + proc.stderr
         sys.stdout.write(out[-4000:])
         assert proc.returncode == 0, \

@@ -20,3 +20,7 @@ def test_areal_workflows_and_agent_on_real_vllm(areal_env: AReaLEnv,
     areal_env.run("test_areal_on_real_vllm.py",
                   env={"ROLLOUT_KIT_VLLM_URLS": vllm_cpu_server.address,
                        "ROLLOUT_KIT_AREAL_MODEL": str(vllm_cpu_server.model_dir)})
+
+
+def test_areal_workflows_notebook(areal_env: AReaLEnv) -> None:
+    areal_env.run_notebook("areal_workflows.ipynb")
