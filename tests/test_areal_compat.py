@@ -271,3 +271,20 @@ async def test_tensor_trajectories_without_torch_say_what_to_install() -> None:
 def test_concatenating_trajectories_with_other_keys_is_refused() -> None:
     with pytest.raises(ConfigError, match="keys"):
         concat_padded_tensors([{"a": [1]}, {"b": [2]}])
+
+
+async def test_the_panel_shows_the_mean_of_tensor_like_rewards() -> None:
+    import numpy as np
+
+    from rollout_kit.notebook import SubmitPanel
+
+    class ArrayRewards:  # AReaL's trajectories hold their rewards in a tensor: [B]
+        async def arun_episode(self, engine: Any, data: Any) -> Any:
+            return {"rewards": np.array([1.0, 0.0, 0.5, 0.5])}
+
+    ctl = rk.RolloutController(LocalEngine())
+    panel = SubmitPanel(ctl, ArrayRewards(), prompts=["a", "b"], refresh_interval=0.05)
+    panel.submit.click()
+    await panel.wait_async(timeout=30)
+    assert panel.table()["reward"].tolist() == [0.5, 0.5]
+    await ctl.close_async()
