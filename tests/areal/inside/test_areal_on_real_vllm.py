@@ -21,7 +21,8 @@ from test_areal_on_sim import check_against_the_wire
 
 import rollout_kit as rk
 from rollout_kit.agents import AgentEndpoint
-from rollout_kit.areal import AReaLAgentWorkflow
+from rollout_kit.areal import AReaLAgentWorkflow, AReaLEngine
+from rollout_kit.engines import RemotevLLMEngine
 from rollout_kit.tracing import load_dump
 
 ADDRESS = os.environ.get("ROLLOUT_KIT_VLLM_URLS", "")
@@ -72,3 +73,16 @@ async def test_math_agent_unchanged_on_real_vllm_chat() -> None:
         completion = int(ctl.sessions().loc[r.task_id, "completion_tokens"].sum())
         assert int(t["loss_mask"].sum()) == completion > 0  # the server's completion ids
     await ctl.close_async()
+
+
+def test_areal_engine_calling_style(tokenizer: Any) -> None:
+    engine = AReaLEngine(RemotevLLMEngine([ADDRESS]))
+    engine.initialize()
+    g = GenerationHyperparameters(max_new_tokens=8, greedy=True)
+    wf = RLVRWorkflow(reward_fn, g, tokenizer)
+    [grouped] = engine.rollout_batch(math_data(1), wf, group_size=2)
+    assert grouped["input_ids"].shape[0] == 2
+    assert grouped["input_ids"][0].tolist() == grouped["input_ids"][1].tolist()  # greedy
+    assert engine.wait_for_task(engine.submit(math_data(2)[1], wf))["rewards"].shape == (1,)
+    assert engine.controller.traces()["status"].tolist() == ["accepted"] * 2
+    engine.destroy()
