@@ -98,7 +98,6 @@ async def test_concurrent_submitters_threads_and_tasks() -> None:
     await asyncio.gather(*(submitter() for _ in range(3)))
     for t in threads:
         await asyncio.to_thread(t.join)
-    await asyncio.sleep(0.05)
     ids = sorted(i for g in got for i in g)
     assert ids == list(range(120))
     res = await ctl.wait_async(120)

@@ -27,6 +27,7 @@ from rollout_kit import (
 )
 from rollout_kit.tracing import Tracer
 from tests._local_engine import LocalEngine
+from tests.sim.helpers import until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -109,7 +110,7 @@ async def test_concurrent_submitters_tasks_and_threads() -> None:
     await asyncio.gather(*(submitter() for _ in range(4)))
     for t in threads:
         await asyncio.to_thread(t.join)
-    await asyncio.sleep(0.05)  # thread submissions are scheduled onto the loop
+    # the ids are registered at submit: waiting for 200 needs no hand-over to have run
     all_ids = [i for g in got for i in g]
     assert sorted(all_ids) == list(range(200))
     assert all(g == sorted(g) for g in got)  # each submitter sees increasing ids
@@ -219,12 +220,12 @@ async def test_max_concurrency_and_pause_resume() -> None:
     ex = RolloutController(engine, executor_config=ExecutorConfig(max_concurrent_rollouts=2))
     gate = Gate()
     ids = [ex.submit(i, gate) for i in range(5)]
-    await asyncio.sleep(0.01)
-    assert gate.started == 2 and ex.stats()["running"] == 2 and ex.stats()["enqueued"] == 3
+    await until(lambda: gate.started == 2, "two rollouts started")
+    assert ex.stats()["running"] == 2 and ex.stats()["enqueued"] == 3
     ex.pause()
     gate.event.set()
-    await asyncio.sleep(0.01)
-    assert ex.stats()["running"] == 0 and ex.stats()["enqueued"] == 3
+    await until(lambda: ex.stats()["running"] == 0, "the running rollouts ended")
+    assert gate.started == 2 and ex.stats()["enqueued"] == 3
     with pytest.raises(ControllerStateError, match="paused"):
         await ex.wait_async(5)  # would wait forever
     with pytest.raises(RolloutTimeoutError):
@@ -259,7 +260,7 @@ async def test_cancel_and_cancel_all() -> None:
     running = ex.submit(0, gate)
     queued = ex.submit(1, gate)
     other = ex.submit(2, gate)
-    await asyncio.sleep(0.01)
+    await until(lambda: gate.started == 1, "the first rollout started")
     assert ex.cancel(queued) is True
     assert ex.cancel(running) is True
     assert ex.cancel_all() == 1
@@ -307,7 +308,7 @@ async def test_submit_after_close_and_no_orphans() -> None:
     ex = RolloutController(LocalEngine())
     gate = Gate()
     tid = ex.submit(0, gate)
-    await asyncio.sleep(0.01)
+    await until(lambda: gate.started == 1, "the rollout started")
     await ex.close_async()
     with pytest.raises(ControllerStateError, match="closed"):
         ex.submit(1, EchoWorkflow())

@@ -4,7 +4,6 @@ controller and simulated servers: clicks are ``button.click()``, frontend edits
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +16,7 @@ from rollout_kit.notebook import LiveMonitor, ProgressSnapshot, SubmitPanel
 from rollout_kit.notebook._progress import Refresher
 from rollout_kit.sim import serve
 from rollout_kit.tracing import schema as S
+from tests.sim.helpers import until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,7 +127,8 @@ async def test_server_going_down_shows_failures_and_panel_stays_usable(ctl: Any)
     assert "2 failed" in panel.error.value and panel.view.bar.bar_style == "danger"
     for server in ctl.servers:
         await server.start()
-    await asyncio.sleep(0.3)
+    # the health probe puts the servers back in rotation
+    await until(lambda: not any(e.router.down for e in ctl.engines), "servers back up")
     panel.submit.click()
     snap = await panel.wait_async(timeout=30)
     assert (snap.accepted, snap.failed) == (4, 2)
@@ -155,8 +156,8 @@ async def test_live_monitor_follows_work_submitted_from_code(ctl: Any) -> None:
     snap = monitor.refresh()
     assert (snap.submitted, snap.accepted) == (3, 3)
     assert "accepted 3" in monitor.view.counts.value
-    await asyncio.sleep(0.15)  # the refresher keeps running and draws the timeline
-    assert len(monitor.view.timeline.outputs) == 1
+    # the refresher keeps running and draws the timeline
+    await until(lambda: len(monitor.view.timeline.outputs) == 1, "a timeline drawn")
     # a PNG whatever the matplotlib backend (a bare Figure would show as text)
     assert "image/png" in monitor.view.timeline.outputs[0]["data"]
     monitor.stop()
@@ -188,9 +189,9 @@ async def test_refresher_reports_errors_and_keeps_going() -> None:
 
     r = Refresher(tick, 0.01, errors.append)
     r.start()
-    await asyncio.sleep(0.08)
+    await until(lambda: len(calls) >= 3, "three ticks")  # it goes on after the error
     r.stop()
-    assert len(calls) >= 3 and [str(e) for e in errors] == ["boom"]
+    assert [str(e) for e in errors] == ["boom"]
 
 
 def test_refresher_without_a_running_loop_is_a_no_op() -> None:

@@ -25,6 +25,7 @@ from rollout_kit import (
 from rollout_kit.engines import RemoteSGLangEngine
 from rollout_kit.sim import serve, serve_in_thread
 
+from ..sim.helpers import until
 from .conftest import FLAVOURS, TOK, answer, free_port, make_engine, req
 
 
@@ -81,7 +82,9 @@ async def test_abort_continue_across_pause_and_version_bump(flavour: str, stream
                      answer_fn=answer(long_answer)) as cluster, \
             make_engine(flavour, cluster.addresses, stream=stream) as engine:
         task = asyncio.create_task(engine.generate_async(req(max_new_tokens=120)))
-        await asyncio.sleep(0.15)  # some tokens are out, far from all 120
+        # some tokens are out (120 take 0.48 s): the pause aborts a partial output
+        await until(lambda: any(q.n_done > 0 for s in cluster for q in s.engine.live),
+                    "a first token")
         await engine.pause_generation_async()
         if flavour == "sglang":
             await engine.update_weights_from_disk_async("/ckpt/step1", 1)

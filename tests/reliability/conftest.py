@@ -11,6 +11,7 @@ ids with the same statuses. Its numbers go to :func:`record` (one JSON line per 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import Counter
@@ -28,7 +29,8 @@ from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import schema
 
-__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record"]
+__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record",
+           "until_server_runs"]
 
 FULL = os.environ.get("ROLLOUT_KIT_FULL", "").strip().lower() in {"1", "true", "yes"}
 TOK = ByteTokenizer()
@@ -48,6 +50,27 @@ def make_engine(flavour: str, addresses: Any, **config: Any) -> RemoteInfEngine:
     config.setdefault("timeouts", FAST_TIMEOUTS)
     cls = RemoteSGLangEngine if flavour == "sglang" else RemotevLLMEngine
     return cls(addresses, config=fast_engine_config(**config), name=flavour)
+
+
+async def until_server_runs(engine: RemoteInfEngine, metric: str = "vllm:num_requests_running",
+                            *, at_least: int = 1, timeout: float = 120.0) -> float:
+    """Poll the servers' ``/metrics`` until ``metric`` (summed) is ``>= at_least``: a
+    generation is under way on the server, whatever the machine's load (a fixed sleep
+    guesses, and a starved client may not have sent anything yet). Returns the value.
+
+    Raises:
+        AssertionError: not seen within ``timeout`` seconds.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        m = await engine.server_metrics_async()
+        running = float(m.loc[m["metric"] == metric, "value"].sum())
+        if running >= at_least:
+            return running
+        if loop.time() > deadline:
+            raise AssertionError(f"{metric} never reached {at_least} in {timeout} s")
+        await asyncio.sleep(0.02)
 
 
 class Ledger:

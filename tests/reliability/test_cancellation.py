@@ -20,6 +20,7 @@ from rollout_kit import GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit._loop import private_loop
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.sim import serve_in_thread
+from tests.sim.helpers import until
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 
@@ -61,8 +62,8 @@ async def test_cancel_all_mid_run() -> None:
         engine = make_engine("sglang", cluster.addresses)
         async with engine, RolloutController(engine) as ctl:
             ids = [ctl.submit({"prompt": f"q{i}"}, wf) for i in range(n)]
-            await asyncio.sleep(0.3)  # generations are running (64 tokens take ~0.8 s)
-            assert acquired(engine) > 0
+            # generations are running (64 tokens take ~0.8 s): cancel_all() cuts them short
+            await until(lambda: acquired(engine) > 0, "a request in flight")
             cancelled = ctl.cancel_all()
             assert cancelled > 0
             results = await ctl.wait_async(timeout=10)
@@ -80,7 +81,7 @@ async def test_cancel_all_mid_run() -> None:
         assert engine.connections_in_use == 0
         wall = time.perf_counter() - t0
     record("8. cancel_all() mid-run", load=f"{n} tasks, 64 tokens each",
-           faults="cancel_all() after 0.3 s, then a new batch", ledger=ledger, wall_s=wall)
+           faults="cancel_all() mid-generation, then a new batch", ledger=ledger, wall_s=wall)
 
 
 def _interrupt_after(delay: float) -> threading.Timer:

@@ -26,7 +26,7 @@ from rollout_kit import (
 )
 from rollout_kit.testing import VLLMCPUServer
 
-from .conftest import TOK, check_ledger, make_engine, pick, record
+from .conftest import TOK, check_ledger, make_engine, pick, record, until_server_runs
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.timeout(1200)]
 
@@ -51,7 +51,8 @@ async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None
                                   executor_config=ExecutorConfig(max_concurrent_rollouts=n)) \
                 as ctl:
             ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
-            await asyncio.sleep(0.3)  # generations of 900 tokens are under way
+            # the server says generations (900 tokens: seconds each) run: the kill hits them
+            await until_server_runs(engine)
             await asyncio.to_thread(server.kill)
             t_kill = time.perf_counter()
             async with asyncio.timeout(60):  # nothing hangs
