@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -68,6 +69,41 @@ async def test_an_unknown_key_is_401_and_records_nothing() -> None:
                 await sdk.models.list()
         finally:
             await sdk.close()
+
+
+async def test_a_request_without_a_bearer_key_is_401_while_a_task_is_bound() -> None:
+    """No ``Authorization`` header, or one that is not ``Bearer <key>``, never runs as the
+    task whose key is bound at that moment (nor as any other): 401, nothing recorded."""
+    refused: list[tuple[str, int]] = []
+    served: list[int] = []
+
+    async def prober(client: Any, data: Any) -> str:
+        key = client.api_key
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        async with aiohttp.ClientSession() as http:
+            for auth in (None, key, f"Basic {key}", f"Token {key}", "Bearer ", "Bearer",
+                         f"Bearer{key}", f"Bearer {key}x"):
+                headers = {} if auth is None else {"Authorization": auth}
+                for method, path in (("POST", "/chat/completions"), ("GET", "/models")):
+                    async with http.request(method, client.base_url + path, json=body,
+                                            headers=headers) as r:
+                        refused.append((f"{method} {path} {auth!r}", r.status))
+            async with http.post(client.base_url + "/chat/completions", json=body,
+                                 headers={"Authorization": f"bearer {key}"}) as r:
+                served.append(r.status)  # the scheme is case-insensitive (RFC 7235)
+        return "ok"
+
+    async with serve("vllm", n=1, zero_latency=True) as cluster, AgentEndpoint() as ep:
+        ctl = rk.RolloutController(servers={"vllm-chat": cluster.addresses})
+        try:
+            [r] = await ctl.rollout_batch_async(DATA[:1], AgentWorkflow(prober, endpoint=ep))
+            sessions = ctl.sessions()
+        finally:
+            await ctl.close_async()
+    assert r.ok, r.error
+    assert [what for what, status in refused if status != 401] == []
+    assert served == [200]
+    assert len(sessions) == 1  # the one call with the task's key, nothing for the others
 
 
 async def test_streaming_through_the_endpoint() -> None:
