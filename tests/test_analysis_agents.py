@@ -214,6 +214,11 @@ def test_split_measured_and_derived_by_hand() -> None:
     row = analysis.slowest_split(joined).loc[(0, 0)]
     assert (row["queue_s"], row["prefill_s"], row["decode_s"]) == (0.125, 0.375, 1.0)
     assert row["other_s"] == 3.0 - 0.125 - 0.375 - 1.0 - 0.5 - 0.25
+    # the server's queue alone: the prefill is derived as the client's TTFT minus that queue
+    queued = s.assign(server_queue_s=[0.125, 0.0])
+    row = analysis.slowest_split(queued).loc[(0, 0)]
+    assert (row["queue_s"], row["prefill_s"], row["decode_s"]) == (0.125, 0.125, 1.75)
+    assert row["other_s"] == 3.0 - 0.125 - 0.125 - 1.75 - 0.5 - 0.25
     with pytest.raises(ConfigError, match="k must be"):
         analysis.slowest_split(s, k=0)
 
