@@ -225,6 +225,27 @@ def test_series_rates_survive_a_counter_reset() -> None:
     assert list(got["series"].cat.categories) == list(SERIES_NAMES)
 
 
+def test_a_ratio_whose_denominator_did_not_move_is_nan_not_zero() -> None:
+    """No prefix-cache query and no first token between two scrapes: the hit rate and the
+    mean TTFT of that interval are undefined, not 0 (a 0 would read as "all misses")."""
+    counters = {"vllm:prefix_cache_hits_total": (0.0, 5.0, 5.0, 7.0),
+                "vllm:prefix_cache_queries_total": (0.0, 10.0, 10.0, 14.0),
+                "vllm:time_to_first_token_seconds_sum": (0.0, 1.0, 1.0, 1.5),
+                "vllm:time_to_first_token_seconds_count": (0.0, 4.0, 4.0, 6.0)}
+    rows = [(float(ts), "s", metric, "", v) for metric, values in counters.items()
+            for ts, v in enumerate(values)]
+    frame = pd.DataFrame(rows, columns=list(S.SERVER_METRIC_COLUMNS))
+    got = server_series(frame)
+    for name in ("prefix_cache_hit_rate", "ttft_s"):
+        one = got[got["series"] == name]
+        assert one["ts"].tolist() == [1.0, 2.0, 3.0], name
+        first, idle, last = one["value"].tolist()
+        assert first == last == (0.5 if name == "prefix_cache_hit_rate" else 0.25), name
+        assert np.isnan(idle), (name, idle)
+    wide = server_series(frame, wide=True)
+    assert wide.loc[("s", 2.0), ["prefix_cache_hit_rate", "ttft_s"]].isna().all()
+
+
 # -- cached prompt tokens per session ---------------------------------------------------------
 
 
