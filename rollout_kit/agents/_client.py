@@ -412,11 +412,11 @@ class AgentClient:
     def tool(self, name: str) -> _TurnSpan:
         """A traced tool run: ``with client.tool("search"): ...`` (or ``async with``) is a
         ``tool.<name>`` phase of the latest turn's session; its time adds to the turn's."""
-        return _TurnSpan(self, f"tool.{name}", tool=True)
+        return _TurnSpan(self, f"tool.{name}", self._tracer, self._task_id, tool=True)
 
     def phase(self, name: str) -> _TurnSpan:
         """A span of phase ``name`` in the latest turn's session (e.g. ``"reward"``)."""
-        return _TurnSpan(self, name, tool=False)
+        return _TurnSpan(self, name, self._tracer, self._task_id, tool=False)
 
     def annotate_turn(self, turn: Turn, **attrs: Any) -> None:
         """Set attributes of ``turn``'s session (e.g. its ``reward``)."""
@@ -469,13 +469,17 @@ class AgentClient:
 
 class _TurnSpan:
     """A phase in the latest turn's session (the task's when there is no turn yet); a tool's
-    time adds to the turn's ``tool_s``."""
+    time adds to the turn's ``tool_s``. The client hands over its tracer and task, so the
+    span reads only the client's public turns and options."""
 
-    __slots__ = ("_client", "_name", "_scope", "_t0", "_tool")
+    __slots__ = ("_client", "_name", "_scope", "_t0", "_task_id", "_tool", "_tracer")
 
-    def __init__(self, client: AgentClient, name: str, *, tool: bool) -> None:
+    def __init__(self, client: AgentClient, name: str, tracer: Tracer | None,
+                 task_id: int | None, *, tool: bool) -> None:
         self._client = client
         self._name = name
+        self._tracer = tracer
+        self._task_id = task_id
         self._tool = tool
         self._scope: Any = None
         self._t0 = 0.0
@@ -483,11 +487,11 @@ class _TurnSpan:
     def __enter__(self) -> _TurnSpan:
         c = self._client
         sid = c.turns[-1].session_id if c.turns else None
-        tracer = c._tracer
+        tracer = self._tracer
         if tracer is not None and sid is not None:
             self._scope = tracer.phase(self._name, sid)
-        elif tracer is not None and c._task_id is not None:
-            self._scope = tracer.session(c._task_id)  # no turn yet: a session of its own
+        elif tracer is not None and self._task_id is not None:
+            self._scope = tracer.session(self._task_id)  # no turn yet: a session of its own
         if self._scope is not None:
             self._scope.__enter__()
             if sid is None and self._tool:
@@ -503,7 +507,7 @@ class _TurnSpan:
             self._scope.__exit__(et, ev, tb)
         if self._tool and isinstance(ev, Exception) and not isinstance(ev, ToolError) \
                 and c.tool_errors == "raise":
-            raise ToolError(f"{self._name} raised in task {c._task_id}: {ev}") from ev
+            raise ToolError(f"{self._name} raised in task {self._task_id}: {ev}") from ev
 
     async def __aenter__(self) -> _TurnSpan:
         return self.__enter__()
