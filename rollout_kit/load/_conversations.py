@@ -31,7 +31,6 @@ import asyncio
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import GenerationConfig
@@ -41,55 +40,13 @@ from ..tracing import current_task_id
 from ._datasets.conversation import Conversation, ThinkTime, with_think_time
 from ._runner import run_load_async
 from ._spec import LoadSpec
-from ._turns import ConversationRun, build_conversation_run
-from ._workflow import call_times
+from ._turns import ConversationRecord, ConversationRun, TurnRecord, build_conversation_run
 
 if TYPE_CHECKING:
     from .._controller import RolloutController
     from .._io import ModelRequest, ModelResponse
     from ..engines import InferenceEngine
 
-
-
-@dataclass(slots=True)
-class TurnRecord:
-    """What one turn did (``perf_counter()`` instants; NaN: not reached)."""
-
-    turn: int
-    role: str
-    think_s: float
-    due: float = math.nan
-    sent: float = math.nan
-    first_token: float = math.nan
-    end: float = math.nan
-    answered: float = math.nan
-    prompt_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    retries: int = 0
-    itl: list[float] = field(default_factory=list)
-    status: str = "pending"
-    reason: str | None = None
-    session_id: int | None = None
-
-    def add(self, t0: float, resp: ModelResponse) -> None:
-        """File the engine's answer to the call made at ``t0`` (as ``TaskRecord.add``)."""
-        ft, self.end = call_times(t0, resp)
-        if not math.isnan(ft):
-            self.first_token = ft
-        self.prompt_tokens = resp.input_len
-        self.output_tokens = resp.output_len
-        self.cached_tokens = resp.cached_tokens
-        self.retries = resp.retries
-        self.itl = list(resp.itl)
-
-
-@dataclass(slots=True)
-class ConversationRecord:
-    """The turns of one conversation's task, as far as they got."""
-
-    turns: list[TurnRecord] = field(default_factory=list)
-    num_turns: int = 0
 
 
 class _TurnEngine:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,9 +43,10 @@ import pandas as pd
 from .._errors import ConfigError
 from ._metrics import COMPLETED_STATUSES, compute_metrics, parse_goodput, percentile_key, tpot_of
 from ._results import LoadRun
+from ._workflow import call_times
 
 if TYPE_CHECKING:
-    from ._conversations import ConversationRecord
+    from .._io import ModelResponse
     from ._datasets.conversation import Conversation
 
 TURN_COLUMNS = (
@@ -55,6 +56,47 @@ TURN_COLUMNS = (
     "session_id",
 )
 _MS = 1000.0
+
+
+@dataclass(slots=True)
+class TurnRecord:
+    """What one turn did (``perf_counter()`` instants; NaN: not reached)."""
+
+    turn: int
+    role: str
+    think_s: float
+    due: float = math.nan
+    sent: float = math.nan
+    first_token: float = math.nan
+    end: float = math.nan
+    answered: float = math.nan
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    retries: int = 0
+    itl: list[float] = field(default_factory=list)
+    status: str = "pending"
+    reason: str | None = None
+    session_id: int | None = None
+
+    def add(self, t0: float, resp: ModelResponse) -> None:
+        """File the engine's answer to the call made at ``t0`` (as ``TaskRecord.add``)."""
+        ft, self.end = call_times(t0, resp)
+        if not math.isnan(ft):
+            self.first_token = ft
+        self.prompt_tokens = resp.input_len
+        self.output_tokens = resp.output_len
+        self.cached_tokens = resp.cached_tokens
+        self.retries = resp.retries
+        self.itl = list(resp.itl)
+
+
+@dataclass(slots=True)
+class ConversationRecord:
+    """The turns of one conversation's task, as far as they got."""
+
+    turns: list[TurnRecord] = field(default_factory=list)
+    num_turns: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
