@@ -5,12 +5,16 @@ The curated public API is listed in ``__all__`` (kept sorted; a test enforces it
 ``rollout_kit.notebook`` are imported by path.
 
 The names are imported on first use (PEP 562): ``import rollout_kit.tracing`` or
-``rollout-kit --help`` do not pay for pandas and aiohttp.
+``rollout-kit --help`` do not pay for pandas and aiohttp. Once imported, a class or function
+exported here names ``rollout_kit`` as its ``__module__`` (as httpx does): reprs and tracebacks
+show ``rollout_kit.RolloutController``, not the private module that defines it, and pickle
+finds it here.
 """
 
 from __future__ import annotations
 
 import importlib as _importlib
+import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 from typing import Any as _Any
 
@@ -153,7 +157,18 @@ def __getattr__(name: str) -> _Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(_importlib.import_module(module, __name__), name)
     globals()[name] = value  # later lookups skip this hook
+    _publish()
     return value
+
+
+def _publish() -> None:
+    """Set ``__module__`` to ``rollout_kit`` on every exported class and function whose module
+    is loaded (importing one name loads others: the errors come with the controller)."""
+    for name, module in _EXPORTS.items():
+        obj = getattr(_sys.modules.get(__name__ + module), name, None)
+        if (isinstance(obj, type) or callable(obj)) \
+                and getattr(obj, "__module__", "").startswith(__name__ + "."):
+            obj.__module__ = __name__
 
 
 def __dir__() -> list[str]:

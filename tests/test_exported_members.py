@@ -46,6 +46,37 @@ def test_import_is_light() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_exported_names_show_their_public_module() -> None:
+    # as httpx: reprs, tracebacks and pickles name rollout_kit, not the private module
+    import pickle
+    import subprocess
+    import sys
+    import traceback
+
+    for name in rollout_kit._EXPORTS:
+        obj = getattr(rollout_kit, name)
+        assert obj.__module__ == "rollout_kit", (name, obj.__module__)
+    assert repr(rollout_kit.RolloutController) == "<class 'rollout_kit.RolloutController'>"
+    err = rollout_kit.EngineConnectionError("cannot connect", server="127.0.0.1:1")
+    assert traceback.format_exception_only(err)[0].startswith(
+        "rollout_kit.EngineConnectionError: cannot connect")
+    result = rollout_kit.RolloutResult(task_id=7, status="rejected", reason="reward")
+    blob = pickle.dumps([result, err, rollout_kit.RolloutController])
+    # found by their public path (an engine error rebuilds through _errors._rebuild)
+    assert b"rollout_kit._io" not in blob and b"rollout_kit._controller" not in blob
+    back, back_err, cls = pickle.loads(blob)
+    assert back == result and cls is rollout_kit.RolloutController
+    assert (type(back_err), back_err.server) == (type(err), err.server)
+    # a fresh interpreter: an error reached through the controller is named publicly too,
+    # and the public path loads a pickle lazily
+    code = ("import pickle, sys, rollout_kit; rollout_kit.RolloutController; "
+            "from rollout_kit import _errors; print(_errors.EngineError.__module__); "
+            "print(pickle.loads(sys.stdin.buffer.read()).task_id)")
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(result),
+                         capture_output=True, check=True)
+    assert out.stdout.decode().split() == ["rollout_kit", "7"]
+
+
 # -- the public surface: public modules, their __all__, the API reference ----------------------
 
 def test_the_api_reference_documents_exactly_the_public_modules() -> None:
