@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import rollout_kit
-from tests._public import public_modules, surface
+from tests._public import RECORD, public_modules, surface
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +103,10 @@ def test_a_public_module_lists_what_it_exports(name: str) -> None:
 
 
 def test_the_public_surface_is_the_recorded_one() -> None:
-    # every public name, one per line: a new or removed name shows in the change's diff as a
-    # decision. Regenerate with `python -m tests._public > tests/public_api.txt`.
-    recorded = (ROOT / "tests" / "public_api.txt").read_text().splitlines()
-    assert surface() == recorded
+    # every public name, one per line, generated from the code: a new or removed name shows
+    # in the change's diff as a decision
+    recorded = RECORD.read_text().splitlines()
+    now = surface()
+    added, gone = sorted(set(now) - set(recorded)), sorted(set(recorded) - set(now))
+    assert now == recorded, (f"the public surface changed (added {added}, removed {gone}, or "
+                             "reordered): regenerate with `python -m tests._public --write`")
