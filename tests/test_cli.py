@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from rollout_kit import ConfigError, EngineConnectionError, NoHealthyServerError
-from rollout_kit._cli import SUBCOMMANDS, Subcommand, error_line, main
+from rollout_kit._cli import SUBCOMMANDS, Subcommand, error_line, main, resolve
 from rollout_kit._cli.demo import _reason_lines, _wait_ready
 from rollout_kit._paths import parse_address, prepare_output_dir, remove_output_dir
 
@@ -261,6 +261,8 @@ def test_subcommands_are_an_explicit_table() -> None:
                                 "convert"}
     for cmd in SUBCOMMANDS.values():
         assert isinstance(cmd, Subcommand) and callable(cmd.add_arguments) and callable(cmd.run)
+        for ref in (cmd.arguments, cmd.runner):  # each reference names a function
+            assert callable(resolve(ref)), ref
 
 
 def test_help_imports_no_heavy_module(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, 
 ``rollout-kit sim`` lives with the simulator (:mod:`rollout_kit.sim._cli`).
 
 :data:`SUBCOMMANDS` names, for each subcommand, the function that adds its arguments and
-the function that runs it. Both import their module only when called, so
-``rollout-kit --help`` stays fast.
+the function that runs it, as ``"module:function"`` references: a module is imported only
+when its subcommand is chosen, so ``rollout-kit --help`` stays fast.
 
 :func:`main` is the one place that turns errors into exit codes: a
 :class:`~rollout_kit.RolloutKitError` (bad options, bad addresses, no server, …) or an
@@ -20,140 +20,61 @@ the function that runs it. Both import their module only when called, so
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .._errors import ConfigError, RolloutKitError, TraceSchemaError
 from .._version import __version__
 
-__all__ = ["SUBCOMMANDS", "Subcommand", "error_line", "main"]
+__all__ = ["SUBCOMMANDS", "Subcommand", "error_line", "main", "resolve"]
 
 
 @dataclass(frozen=True, slots=True)
 class Subcommand:
-    """One ``rollout-kit`` subcommand: its help line and two functions."""
+    """One ``rollout-kit`` subcommand: its help line and where its two functions live, as
+    ``"module:function"`` (the module relative to this package). Each is imported when
+    called: only the chosen subcommand pays for its module."""
 
     help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+    arguments: str
+    runner: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the subcommand's arguments to its parser."""
+        resolve(self.arguments)(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the subcommand; returns the exit status."""
+        return int(resolve(self.runner)(args))
 
 
-# Each function imports its module when called: only the chosen subcommand pays for it.
-
-def _sim_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..sim import _cli as cli
-
-    cli.add_arguments(parser)
-
-
-def _sim_run(args: argparse.Namespace) -> int:
-    from ..sim import _cli as cli
-
-    return cli.run(args)
-
-
-def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import demo
-
-    demo.add_arguments(parser)
-
-
-def _demo_run(args: argparse.Namespace) -> int:
-    from . import demo
-
-    return demo.run(args)
-
-
-def _report_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import report
-
-    report.add_report_arguments(parser)
-
-
-def _report_run(args: argparse.Namespace) -> int:
-    from . import report
-
-    return report.run_report(args)
-
-
-def _export_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import report
-
-    report.add_export_arguments(parser)
-
-
-def _export_run(args: argparse.Namespace) -> int:
-    from . import report
-
-    return report.run_export(args)
-
-
-def _load_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import _load_options
-
-    _load_options.add_arguments(parser)
-
-
-def _load_run(args: argparse.Namespace) -> int:
-    from . import load
-
-    return load.run(args)
-
-
-def _replay_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import replay
-
-    replay.add_arguments(parser)
-
-
-def _replay_run(args: argparse.Namespace) -> int:
-    from . import replay
-
-    return replay.run(args)
-
-
-def _convert_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import convert
-
-    convert.add_arguments(parser)
-
-
-def _convert_run(args: argparse.Namespace) -> int:
-    from . import convert
-
-    return convert.run(args)
-
-
-def _serve_arguments(parser: argparse.ArgumentParser) -> None:
-    from . import serve
-
-    serve.add_arguments(parser)
-
-
-def _serve_run(args: argparse.Namespace) -> int:
-    from . import serve
-
-    return serve.run(args)
+def resolve(ref: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` reference names (importing its module)."""
+    module, _, name = ref.partition(":")
+    fn: Callable[..., Any] = getattr(importlib.import_module(module, __name__), name)
+    return fn
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {
     "sim": Subcommand("serve simulated SGLang / vLLM servers on 127.0.0.1",
-                      _sim_arguments, _sim_run),
+                      "..sim._cli:add_arguments", "..sim._cli:run"),
     "demo": Subcommand("run RLVR-style rollouts end to end and write traces + plots",
-                       _demo_arguments, _demo_run),
+                       ".demo:add_arguments", ".demo:run"),
     "report": Subcommand("summary tables, plots and a Chrome trace from traces",
-                         _report_arguments, _report_run),
+                         ".report:add_report_arguments", ".report:run_report"),
     "export": Subcommand("export traces (chrome) for Perfetto / chrome://tracing",
-                         _export_arguments, _export_run),
+                         ".report:add_export_arguments", ".report:run_export"),
     "serve": Subcommand("start a real inference server (vllm-cpu) for tests",
-                        _serve_arguments, _serve_run),
+                        ".serve:add_arguments", ".serve:run"),
     "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
-                       _load_arguments, _load_run),
+                       "._load_options:add_arguments", ".load:run"),
     "replay": Subcommand("re-issue a trajectory dump's calls with their seeds and compare",
-                         _replay_arguments, _replay_run),
+                         ".replay:add_arguments", ".replay:run"),
     "convert": Subcommand("compact JSONL traces to Parquet (what Tracer.close() does)",
-                          _convert_arguments, _convert_run),
+                          ".convert:add_arguments", ".convert:run"),
 }
 
 # bad input: exit 2 like an argparse usage error; anything else that went wrong: exit 1
