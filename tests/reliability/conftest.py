@@ -6,7 +6,8 @@ Sizes: the CI sizes keep the whole suite within a few minutes on 2 cores; ``ROLL
 Every scenario calls :func:`check_ledger`: each submitted task id has exactly one result with a
 terminal status, every non-accepted result carries a reason, and the trace has exactly the same
 ids with the same statuses. Its numbers go to :func:`record` (one JSON line per scenario) so
-``scripts/reliability`` can render the table of ``docs/reliability.md`` from an actual run.
+``scripts/reliability`` can render the tables of ``docs/reliability-results.md`` from an
+actual run.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import orjson
 import pandas as pd
 import pytest
@@ -29,8 +31,8 @@ from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import schema
 
-__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record",
-           "until_server_runs"]
+__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "freeze_running_generations", "make_engine",
+           "pick", "record", "server_metric"]
 
 FULL = os.environ.get("ROLLOUT_KIT_FULL", "").strip().lower() in {"1", "true", "yes"}
 TOK = ByteTokenizer()
@@ -52,25 +54,44 @@ def make_engine(flavour: str, addresses: Any, **config: Any) -> RemoteInfEngine:
     return cls(addresses, config=fast_engine_config(**config), name=flavour)
 
 
-async def until_server_runs(engine: RemoteInfEngine, metric: str = "vllm:num_requests_running",
-                            *, at_least: int = 1, timeout: float = 120.0) -> float:
-    """Poll the servers' ``/metrics`` until ``metric`` (summed) is ``>= at_least``: a
-    generation is under way on the server, whatever the machine's load (a fixed sleep
-    guesses, and a starved client may not have sent anything yet). Returns the value.
+async def server_metric(engine: RemoteInfEngine, metric: str) -> float:
+    """``metric`` summed over the engine's servers' ``/metrics``."""
+    m = await engine.server_metrics_async()
+    return float(m.loc[m["metric"] == metric, "value"].sum())
+
+
+async def freeze_running_generations(engine: RemoteInfEngine, url: str,
+                                     ended: Callable[[], bool]) -> float:
+    """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
+    many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
+
+    ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
+    count read from ``/metrics`` while paused stays true until the caller acts, however late a
+    loaded machine lets it act. Paused before any generation started (the requests still
+    queued or in prefill), the server is resumed and paused again. A fixed sleep instead
+    guesses: on a busy machine the batch may not have started, or may be over.
 
     Raises:
-        AssertionError: not seen within ``timeout`` seconds.
+        AssertionError: ``ended()`` (the client's tasks all ended) before a pause found one.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        m = await engine.server_metrics_async()
-        running = float(m.loc[m["metric"] == metric, "value"].sum())
-        if running >= at_least:
-            return running
-        if loop.time() > deadline:
-            raise AssertionError(f"{metric} never reached {at_least} in {timeout} s")
-        await asyncio.sleep(0.02)
+    async with aiohttp.ClientSession(base_url=url) as http:
+        while True:
+            await _post(http, "/pause", mode="keep")
+            running = 0.0
+            try:
+                running = await server_metric(engine, "vllm:num_requests_running")
+            finally:
+                if running < 1:  # none frozen mid-generation (or the read failed): resume
+                    await _post(http, "/resume")
+            if running >= 1:
+                return running
+            assert not ended(), "every task ended before a pause found a generation running"
+            await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
+
+
+async def _post(http: aiohttp.ClientSession, path: str, **params: str) -> None:
+    async with http.post(path, params=params) as resp:
+        assert resp.status == 200, (path, resp.status, await resp.text())
 
 
 class Ledger:

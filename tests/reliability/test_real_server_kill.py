@@ -4,7 +4,8 @@ Unfinished tasks fail after their retries with a clear connection error naming t
 nothing hangs, and the same controller is still usable: while the server is down a new task
 fails fast; once the server is restarted (same port) the health probe puts it back and the
 next batch succeeds. The session's shared server is the one killed, and restarted, so the
-scenario costs one server start.
+scenario costs one server start. The kill comes while the server runs generations: it pauses
+them where they are first (``/pause?mode=keep``), so a loaded machine cannot make it late.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from rollout_kit import (
 )
 from rollout_kit.testing import VLLMCPUServer
 
-from .conftest import TOK, check_ledger, make_engine, pick, record, until_server_runs
+from .conftest import TOK, check_ledger, freeze_running_generations, make_engine, pick, record
 
 pytestmark = [pytest.mark.vllm_cpu, pytest.mark.timeout(1200)]
 
@@ -51,8 +52,10 @@ async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None
                                   executor_config=ExecutorConfig(max_concurrent_rollouts=n)) \
                 as ctl:
             ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
-            # the server says generations (900 tokens: seconds each) run: the kill hits them
-            await until_server_runs(engine)
+            # kill while generations run: frozen where they are (dev-mode pause, keep), so a
+            # loaded machine's late kill still finds them running (900 tokens take only ~5 s)
+            running = await freeze_running_generations(
+                engine, server.url, lambda: all(ctl.peek(i) is not None for i in ids))
             await asyncio.to_thread(server.kill)
             t_kill = time.perf_counter()
             async with asyncio.timeout(60):  # nothing hangs
@@ -86,5 +89,6 @@ async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None
             await asyncio.to_thread(server.restart)
     record("4. real vLLM CPU server SIGKILLed mid-run",
            load=f"{n} tasks × 900 tokens, 1 real server",
-           faults="SIGKILL of the server group; restart; new batch of 8", ledger=ledger,
-           wall_s=wall, failed_within_s=round(fail_s, 2), next_batch="8/8 accepted")
+           faults="SIGKILL of the server group mid-generation; restart; new batch of 8",
+           ledger=ledger, wall_s=wall, failed_within_s=round(fail_s, 2),
+           running_at_kill=int(running), next_batch="8/8 accepted")
