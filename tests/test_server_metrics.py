@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -375,35 +374,61 @@ async def test_malformed_text_is_counted_and_skipped(fake_sglang: Any) -> None:
 
 async def test_a_hanging_metrics_endpoint_never_delays_requests(fake_sglang: Any) -> None:
     forever = asyncio.Event()
+    hanging = 0
+
+    async def hang(_r: web.Request) -> web.StreamResponse:
+        nonlocal hanging
+        hanging += 1
+        await forever.wait()
+        return web.Response(text="")
+
+    address = await fake_sglang(hang)
+    # a long interval: the first scrape hangs for its whole timeout (96 s), so a batch that
+    # waited for it could not end before that scrape failed; no clock is read
+    try:
+        async with RolloutController(engine_config=fast_engine_config(),
+                                     scrape_interval=120.0, sglang=[address]) as ctl:
+            assert ctl.scraper is not None
+            scraper = ctl.scraper
+            await _until(lambda: hanging >= 1, "a scrape hanging")
+            results = await ctl.rollout_batch_async(["x"] * 20, _wf(1, 2))
+            assert all(r.ok for r in results)
+            stats = scraper.stats[address]
+            assert hanging == 1 and stats["failed"] == 0 and stats["scrapes"] == 0  # hangs
+    finally:
+        forever.set()  # the fake server's handlers end: it shuts down at once
+
+
+async def test_a_hanging_metrics_endpoint_costs_one_timeout_per_interval(
+        fake_sglang: Any) -> None:
+    forever = asyncio.Event()
 
     async def hang(_r: web.Request) -> web.StreamResponse:
         await forever.wait()
         return web.Response(text="")
 
     address = await fake_sglang(hang)
-    async with RolloutController(engine_config=fast_engine_config(), scrape_interval=0.1,
-                                 sglang=[address]) as ctl:
-        assert ctl.scraper is not None
-        scraper = ctl.scraper
-        assert scraper.timeout < scraper.interval
-        await _until(lambda: scraper.stats[address]["failed"] >= 1, "a scrape timeout")
-        # generations while scrapes of the same server hang: none waits for them
-        t0 = time.perf_counter()
-        results = await ctl.rollout_batch_async(["x"] * 20, _wf(1, 2))
-        took = time.perf_counter() - t0
-        assert all(r.ok for r in results)
-        assert ctl.sessions()["generate_s"].max() < scraper.timeout
-        await _until(lambda: scraper.stats[address]["failed"] >= 3, "three timeouts")
-        assert scraper.running and scraper.stats[address]["stopped"] is None
-    assert took < 5 * scraper.timeout
+    try:
+        async with RolloutController(engine_config=fast_engine_config(), scrape_interval=0.1,
+                                     sglang=[address]) as ctl:
+            assert ctl.scraper is not None
+            scraper = ctl.scraper
+            assert scraper.timeout < scraper.interval
+            await _until(lambda: scraper.stats[address]["failed"] >= 3, "three timeouts")
+            assert scraper.running and scraper.stats[address]["stopped"] is None
+            results = await ctl.rollout_batch_async(["x"] * 4, _wf(1, 2))
+            assert all(r.ok for r in results)
+    finally:
+        forever.set()
 
 
 # -- size ---------------------------------------------------------------------------------
 
 
-def test_an_hour_at_2hz_against_4_servers_stays_small_and_loads_fast(tmp_path: Path) -> None:
+def test_an_hour_at_2hz_against_4_servers_stays_small_and_loads_back(tmp_path: Path) -> None:
     """A synthetic run: 4 servers, one scrape each every 0.5 s for an hour, each scrape the
-    samples the simulator's vLLM exposition keeps; held in memory, saved, loaded back."""
+    samples the simulator's vLLM exposition keeps; held in memory, saved, loaded back. How
+    fast it loads is a benchmark (``bench/bench_server_state.py``), not a test's bound."""
     names = sorted(m for m in KEPT_METRICS if m.startswith("vllm:"))
     names.remove("vllm:request_success_total")
     samples = [(m, "engine=0,model_name=m", 1.0) for m in names]
@@ -423,8 +448,5 @@ def test_an_hour_at_2hz_against_4_servers_stays_small_and_loads_fast(tmp_path: P
     assert frame.memory_usage(deep=True).sum() <= 50e6
     tr.close()
     for name in ("t.parquet", "t.jsonl"):
-        start = time.perf_counter()
         loaded = load_traces(tmp_path / name).server_metrics
-        took = time.perf_counter() - start
-        assert len(loaded) == rows
-        assert took < 3.0, f"{name} loaded in {took:.2f} s"  # ≈ 0.1-0.4 s; 2-core CI noise
+        assert len(loaded) == rows, name

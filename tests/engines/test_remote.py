@@ -243,10 +243,11 @@ async def test_initialize_unreachable_names_address_within_bound() -> None:
     port = free_port()
     timeouts = Timeouts(setup=0.5, health=0.2)
     engine = RemoteSGLangEngine(f"127.0.0.1:{port}", config=EngineConfig(timeouts=timeouts))
-    t0 = time.monotonic()
-    with pytest.raises(NoHealthyServerError, match=f"127.0.0.1:{port}"):
+    # it gives up on its bound and says which; no wall clock is compared (a loaded machine
+    # stretches any time), a hang would meet the test's timeout
+    with pytest.raises(NoHealthyServerError, match=f"127.0.0.1:{port}") as info:
         await engine.initialize_async()
-    assert time.monotonic() - t0 < 2.0
+    assert "(Timeouts.refused)" in str(info.value) or "(Timeouts.setup)" in str(info.value)
     await engine.close_async()
 
 
