@@ -91,7 +91,7 @@ class Tracer:
             distinct ids).
         dump: a :class:`~rollout_kit.tracing.TrajectoryDump` (or its directory):
             every engine call inside a traced task writes its replay coordinate there;
-            flushed with the traces.
+            written when its task ends (and flushed with the traces).
         parquet: with a ``path``, :meth:`close` also compacts the trace to Parquet next to
             it (``X.jsonl`` → ``X.parquet``, :attr:`parquet_path`), which ``load_traces``
             reads several times faster than the JSONL; the JSONL stays, the crash-safe
@@ -306,6 +306,8 @@ class Tracer:
             lock.release()
         if flush:
             self.flush()
+        elif self.dump is not None and self.dump.pending:
+            self.dump.flush()  # a task's calls are readable (load_dump, replay) once it ends
 
     # -- server metrics ---------------------------------------------------------------------
     def record_server_metrics(self, server: str, samples: Iterable[tuple[str, str, float]],
