@@ -9,7 +9,8 @@ A run is a *conversation run* when the endpoint is a chat endpoint (``--backend 
   ``--max-concurrency`` caps the conversations in flight and ``--warmup`` counts
   conversations;
 * ``random`` becomes synthetic conversations of ``--num-turns`` turns (1 without
-  ``--multi-turn``, else 4) of ``--random-input-len`` / ``--random-output-len`` tokens, with
+  ``--multi-turn``, else 4) of ``--random-input-len`` (default 256 here, not 1,024: the
+  history must fit the context) / ``--random-output-len`` tokens, with
   ``--system-prompt-len`` tokens of system prompt shared by all; ``sharegpt`` keeps the first
   user turn (as ``vllm bench serve``'s chat backend) or, with ``--multi-turn``, every turn
   (at most ``--num-turns``); ``jsonl`` / ``custom`` prompts are one-turn conversations;
@@ -35,6 +36,11 @@ from ._load_results import num
 #: datasets whose items are conversations
 CONVERSATION_DATASETS = ("sharegpt_multiturn", "multi_turn", "synthetic_multiturn",
                          "agent_trace")
+#: ``--random-input-len`` unless given: vllm bench serve's for single requests, and for the
+#: turns of a conversation what keeps 4 turns' history and replies (4 × (256 + 128) tokens)
+#: inside a 4,096-token context, the simulator's and many small models'
+SINGLE_INPUT_LEN = 1024
+CONVERSATION_INPUT_LEN = 256
 #: single-request datasets a conversation run can turn into conversations
 _CONVERTIBLE = ("random", "sharegpt", "jsonl", "custom")
 
@@ -88,6 +94,8 @@ def check_args(args: argparse.Namespace) -> None:
     conv = (name in CONVERSATION_DATASETS or args.multi_turn
             or (chat is not None and endpoint in (None, chat)))
     args.conversations = conv
+    if args.random_input_len is None:  # a turn's share of a context the history must fit
+        args.random_input_len = CONVERSATION_INPUT_LEN if conv else SINGLE_INPUT_LEN
     if args.num_turns is not None and args.num_turns < 1:
         raise ConfigError(f"--num-turns must be >= 1, got {args.num_turns}")
     if args.system_prompt_len < 0:

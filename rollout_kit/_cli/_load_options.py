@@ -74,7 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="a name of rollout_kit.load.DATASET_NAMES, as vllm bench "
                            "serve's (random)")
     data.add_argument("--dataset-path", default=None, help="the dataset file")
-    data.add_argument("--random-input-len", type=int, default=1024)
+    data.add_argument("--random-input-len", type=int, default=None,
+                      help="prompt tokens (1024; a conversation's turns: 256, so that a "
+                           "4-turn history fits a 4k context)")
     data.add_argument("--random-output-len", type=int, default=128)
     data.add_argument("--random-range-ratio", type=float, default=0.0,
                       help="lengths uniform in [len·(1−r), len·(1+r)] (0.0)")
@@ -174,7 +176,7 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--ramp-up-start-rps/--ramp-up-end-rps must be > 0, got "
                               f"{lo} and {hi}")
     for name in ("random_input_len", "random_output_len"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got "
                               f"{getattr(args, name)}")
     if not 0 <= args.random_range_ratio < 1:

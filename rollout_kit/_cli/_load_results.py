@@ -5,7 +5,8 @@
 metrics under its key names (``completed``, ``request_throughput``, ``median_ttft_ms``, …) so
 scripts reading one read the other, the peaks (``max_output_tokens_per_s``,
 ``max_concurrent_requests``) computed as vllm does, the send lag, and with
-``--save-detailed`` the per-request arrays. :func:`file_name` is where it goes: vllm's
+``--save-detailed`` the per-request arrays; ``failures`` (this project's key) lists each
+failure reason with its count and the server's message. :func:`file_name` is where it goes: vllm's
 default ``{label}-{rate}qps[-concurrencyN]-{model}-{date}.json`` unless
 ``--result-filename``; a sweep writes one object per level, one per line.
 """
@@ -78,6 +79,23 @@ def _lag(frame: pd.DataFrame) -> dict[str, float]:
             "p99_send_lag_ms": float(np.percentile(lag, 99)) * 1e3}
 
 
+def failures(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Why measured requests (or turns) did not succeed, most common first: ``{"reason",
+    "count", "error"}``, ``error`` the reason's most common message (the server's text of an
+    HTTP error), ``None`` when none was kept."""
+    bad = frame[(frame["status"] != "accepted") & ~frame["warmup"].astype(bool)]
+    if bad.empty:
+        return []
+    reasons = bad["reason"].fillna("no reason given").astype(str)
+    out: list[dict[str, Any]] = []
+    for reason, n in reasons.value_counts().items():
+        msgs = (bad.loc[reasons == reason, "error"].dropna().astype(str)
+                if "error" in bad.columns else None)
+        error = str(msgs.value_counts().index[0]) if msgs is not None and len(msgs) else None
+        out.append({"reason": str(reason), "count": int(n), "error": error})
+    return out
+
+
 def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
                 rate: float | None = None, concurrency: int | None = None,
                 frame: pd.DataFrame | None = None) -> dict[str, Any]:
@@ -109,6 +127,7 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
             out.setdefault(k, v)
         out.update(_lag(frame))
         stats = frame[~frame["warmup"].astype(bool)]
+        out["failures"] = failures(frame)  # each reason, its count and server message
         out["latencies"] = [num(x) for x in stats["e2el_s"]]
         out["queue_times"] = [num(x) for x in stats["queue_wait_s"]]
         if args.save_detailed:
@@ -118,8 +137,17 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
             out["itls"] = [list(map(float, x)) if isinstance(x, list | tuple) else []
                            for x in stats["itl_s"]]
             out["start_times"] = [num(x) for x in stats["sent_s"]]
-            out["errors"] = ["" if r is None or r != r else str(r) for r in stats["reason"]]
+            out["errors"] = [_error(r, e) for r, e in zip(
+                stats["reason"], stats["error"] if "error" in stats.columns
+                else [None] * len(stats), strict=True)]
     return {k: _plain(v) for k, v in out.items()}
+
+
+def _error(reason: Any, error: Any) -> str:
+    """One ``errors`` entry: ``""`` for a success, else the message (or the reason)."""
+    if reason is None or reason != reason:
+        return ""
+    return str(error) if isinstance(error, str) and error else str(reason)
 
 
 def _plain(v: Any) -> Any:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import GenerationConfig
-from .._errors import ConfigError, EngineError
+from .._errors import ConfigError, EngineError, truncate
 from ..agents import AgentClient
 from ..tracing import current_task_id
 from ._datasets.conversation import Conversation, ThinkTime, with_think_time
@@ -70,6 +70,7 @@ class TurnRecord:
     itl: list[float] = field(default_factory=list)
     status: str = "pending"
     reason: str | None = None
+    error: str | None = None  # the failure's message (a server's error text)
     session_id: int | None = None
 
     def add(self, t0: float, resp: ModelResponse) -> None:
@@ -181,6 +182,8 @@ class ConversationWorkflow:
                     tr.status = "cancelled" if isinstance(exc, asyncio.CancelledError) \
                         else "failed"
                     tr.reason = _reason(exc)
+                    if tr.status == "failed":
+                        tr.error = truncate(str(exc) or type(exc).__name__)
                     raise
                 answered = tr.answered = time.perf_counter()
                 tr.status = "accepted"

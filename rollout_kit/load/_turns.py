@@ -13,7 +13,8 @@ Two frames:
   in the dataset), ``role``, ``think_s``, ``scheduled_s`` (turn 0: the conversation's
   arrival; later: the previous answer + ``think_s``), ``sent_s``, ``queue_wait_s`` (turn 0:
   the conversation's wait for a ``max_concurrency`` slot), ``send_lag_s``, ``done_s``,
-  ``status``, ``reason``, ``warmup``, ``prompt_tokens``, ``output_tokens``,
+  ``status``, ``reason``, ``error`` (a failed turn's message: the server's error text),
+  ``warmup``, ``prompt_tokens``, ``output_tokens``,
   ``cached_tokens`` (``usage.prompt_tokens_details.cached_tokens``; 0 when the server does not
   report it), ``cache_hit_ratio`` (cached / prompt tokens), ``ttft_s``, ``tpot_s``,
   ``e2el_s``, ``itl_s``, ``retries``, ``session_id`` (the traced session). Its columns
@@ -50,9 +51,9 @@ if TYPE_CHECKING:
 
 TURN_COLUMNS = (
     "request_index", "role", "think_s", "scheduled_s", "sent_s", "queue_wait_s",
-    "send_lag_s", "done_s", "status", "reason", "warmup", "prompt_tokens", "output_tokens",
-    "cached_tokens", "cache_hit_ratio", "ttft_s", "tpot_s", "e2el_s", "itl_s", "retries",
-    "session_id",
+    "send_lag_s", "done_s", "status", "reason", "error", "warmup", "prompt_tokens",
+    "output_tokens", "cached_tokens", "cache_hit_ratio", "ttft_s", "tpot_s", "e2el_s", "itl_s",
+    "retries", "session_id",
 )
 _MS = 1000.0
 
@@ -292,6 +293,7 @@ def build_conversation_run(run: LoadRun, records: Mapping[int, ConversationRecor
             cols["done_s"].append((tr.answered if ok else tr.end) - origin)
             cols["status"].append(tr.status)
             cols["reason"].append(tr.reason)
+            cols["error"].append(tr.error)
             cols["warmup"].append(bool(warm[j]))
             cols["prompt_tokens"].append(tr.prompt_tokens if ok else 0)
             cols["output_tokens"].append(tr.output_tokens if ok else 0)
@@ -323,7 +325,7 @@ def build_conversation_run(run: LoadRun, records: Mapping[int, ConversationRecor
 
 
 def _column(name: str, values: list[Any]) -> Any:
-    if name in ("status", "reason", "role", "itl_s"):
+    if name in ("status", "reason", "error", "role", "itl_s"):
         out = np.empty(len(values), dtype=object)
         for i, v in enumerate(values):
             out[i] = v
