@@ -110,3 +110,38 @@ def test_no_whole_conversation_fails_the_run_with_the_servers_message(
     assert "maximum context length is 4096 tokens" in failure["error"]
     assert sum("maximum context length" in e for e in res["errors"]) == 3
     assert res["errors"].count("") == 9
+
+
+def _trace(tmp_path: Path, sessions: int) -> Path:
+    path = tmp_path / "agent.jsonl"
+    path.write_text("".join(
+        json.dumps({"session_id": f"s{s}", "timestamp": 40 * s + 30 * t,
+                    "input_length": 60 + 50 * t, "output_length": 4}) + "\n"
+        for s in range(sessions) for t in range(2)))
+    return path
+
+
+def test_a_trace_replays_its_own_sessions_unless_asked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = ["load", "--backend", "openai-chat", "--dataset-name", "agent_trace",
+             "--dataset-path", str(_trace(tmp_path, 1)), "--sim", "--sim-time-scale", "0.02",
+             "--disable-tqdm", "--save-result", "--result-dir", str(tmp_path)]
+    rc = main([*trace, "--result-filename", "own.json"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Successful conversations:                1" in out  # not the default 1,000
+    assert "Successful requests:                     2" in out
+    assert json.loads((tmp_path / "own.json").read_text())["num_prompts"] == 1
+    rc = main([*trace, "--num-prompts", "3", "--result-filename", "three.json"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "Successful conversations:                3" in out  # asked: oversampled
+
+
+def test_a_warmup_as_long_as_the_trace_is_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["load", "--backend", "openai-chat", "--dataset-name", "agent_trace",
+               "--dataset-path", str(_trace(tmp_path, 2)), "--warmup", "2", *FAST])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "holds 2 session(s); --warmup 2 leaves none to measure" in err

@@ -16,7 +16,8 @@ A run is a *conversation run* when the endpoint is a chat endpoint (``--backend 
   (at most ``--num-turns``); ``jsonl`` / ``custom`` prompts are one-turn conversations;
 * ``--think-time`` replaces every think time (the dataset's, or 0) with draws from a
   distribution: ``2``, ``uniform:1,3``, ``exponential:2``, ``lognormal:2,0.5`` (seconds);
-* ``agent_trace`` conversations start at their traced times (``--trace-time-scale``).
+* ``agent_trace`` replays the trace's own sessions, each at its traced time
+  (``--trace-time-scale``); ``--num-prompts`` takes that many instead (oversampled).
 
 The summary is ``vllm bench serve``'s over the turns (each turn a request) plus a
 conversation section (arrival rate offered and achieved, completion time, goodput per
@@ -130,8 +131,17 @@ def conversations(args: argparse.Namespace) -> list[Any]:
     """The conversations of a conversation run (``--num-prompts`` + ``--warmup`` of them)."""
     from ..load._datasets import Conversation, ConversationTurn, load_dataset
 
-    n = args.num_prompts + args.warmup
     name = args.dataset_name.strip().lower().replace("-", "_")
+    if name == "agent_trace" and args.num_prompts is None:  # the trace's own sessions
+        items = load_dataset(name, args.dataset_path, time_scale=args.trace_time_scale,
+                             seed=args.seed, **({"tokenizer": args.tokenizer}
+                                                if args.tokenizer else {}))
+        if len(items) <= args.warmup:
+            raise ConfigError(f"--dataset-path {args.dataset_path} holds {len(items)} "
+                              f"session(s); --warmup {args.warmup} leaves none to measure")
+        args.num_prompts = len(items) - args.warmup
+        return list(items)
+    n = args.num_prompts + args.warmup
     tok: dict[str, Any] = {"tokenizer": args.tokenizer} if args.tokenizer else {}
     turns = args.num_turns
     if name in ("random", "synthetic_multiturn"):

@@ -52,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "burstier, > 1 smoother, inf = constant rate (1.0)")
     load.add_argument("--max-concurrency", type=int, default=None,
                       help="at most this many requests in flight (unbounded)")
-    load.add_argument("--num-prompts", type=int, default=1000,
-                      help="requests to send, warm-up not counted (1000)")
+    load.add_argument("--num-prompts", type=int, default=None,
+                      help="requests to send, warm-up not counted (1000; agent_trace: the "
+                           "trace's own sessions)")
     load.add_argument("--duration", type=float, default=None,
                       help="stop sending after this many seconds")
     load.add_argument("--warmup", "--num-warmups", dest="warmup", type=int, default=0,
@@ -151,6 +152,14 @@ def _percentiles(text: str) -> list[float]:
     return out
 
 
+#: ``--num-prompts`` unless given (vllm bench serve's), but for a trace of sessions
+DEFAULT_NUM_PROMPTS = 1000
+
+
+def _is_trace(dataset_name: str) -> bool:
+    return dataset_name.strip().lower().replace("-", "_") == "agent_trace"
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Check the options (:class:`~rollout_kit.ConfigError` on a bad one) and add
     their parsed forms to ``args`` (see the module docstring)."""
@@ -159,8 +168,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--request-rate must be > 0 (or inf), got {rate}")
     if math.isnan(args.burstiness) or not args.burstiness > 0:
         raise ConfigError(f"--burstiness must be > 0, got {args.burstiness}")
-    if args.num_prompts < 1:
+    if args.num_prompts is not None and args.num_prompts < 1:
         raise ConfigError(f"--num-prompts must be >= 1, got {args.num_prompts}")
+    # a trace replays its own sessions at their own times unless --num-prompts says more
+    # (or fewer): rollout_kit._cli._load_conversations.conversations counts them
+    if args.num_prompts is None and not _is_trace(args.dataset_name):
+        args.num_prompts = DEFAULT_NUM_PROMPTS
     if args.max_concurrency is not None and args.max_concurrency < 1:
         raise ConfigError(f"--max-concurrency must be >= 1, got {args.max_concurrency}")
     if args.warmup < 0:
