@@ -81,8 +81,8 @@ class Tracer:
     """Records task lifecycles, sessions and phase spans; builds DataFrames; writes JSONL.
 
     Args:
-        path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
-            one line of columns per flush); ``None`` keeps
+        path: JSONL file to write (its folder created; truncated at creation and on
+            :meth:`reset`, then appended one line of columns per flush); ``None`` keeps
             records in memory only.
         flush_threshold: write to ``path`` once this many records (finished tasks, late
             marks) are pending.
@@ -147,6 +147,7 @@ class Tracer:
         self._compacted: int | None = None  # JSONL size the Parquet form was written at
         if self.path is not None:
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)  # as a dump's folder
                 append_records(self.path, [self._header()], truncate=True)
             except OSError as exc:
                 raise ConfigError(f"cannot write the trace file {os.fspath(self.path)!r}: "
