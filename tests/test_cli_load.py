@@ -105,6 +105,20 @@ def test_detailed_warmup_concurrency_and_default_file_name(
     assert max(res["queue_times"]) > 0  # waited for a slot
 
 
+def test_the_servers_model_names_the_result_and_new_folders_are_made(
+        vllm_sim: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No --model: the model the server lists (its /v1/models) is the result's model_id and
+    part of its file name; --trace-path and --result-dir may name folders not made yet."""
+    rc = main(["load", "--base-url", vllm_sim, "--num-prompts", "5", "--save-result",
+               "--result-dir", str(tmp_path / "res"), "--trace-path",
+               str(tmp_path / "det" / "traces.jsonl"), *FAST])
+    assert rc == 0, capsys.readouterr().out
+    (path,) = (tmp_path / "res").glob("vllm-infqps-tiny-*.json")
+    res = json.loads(path.read_text())
+    assert res["model_id"] == "tiny" and res["tokenizer_id"] == "tiny"
+    assert (tmp_path / "det" / "traces.jsonl").stat().st_size > 0
+
+
 def test_sglang_backend_and_sim_option(sglang_sim: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["load", "--backend", "sglang", "--base-url", sglang_sim, "--num-prompts", "10",

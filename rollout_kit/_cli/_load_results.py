@@ -106,8 +106,8 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
         "endpoint_type": args.backend,
         "backend": args.backend,
         "label": args.label,
-        "model_id": args.model,
-        "tokenizer_id": args.tokenizer or args.model,
+        "model_id": _model_id(args),
+        "tokenizer_id": args.tokenizer or _model_id(args),
         "num_prompts": args.num_prompts,
         **args.meta,
         "request_rate": rate if math.isfinite(rate) else "inf",
@@ -143,6 +143,12 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
     return {k: _plain(v) for k, v in out.items()}
 
 
+def _model_id(args: argparse.Namespace) -> str | None:
+    """``--model``, else the model the server named at start (``None``: it names none)."""
+    model = getattr(args, "model_id", None) or args.model
+    return str(model) if model else None
+
+
 def _error(reason: Any, error: Any) -> str:
     """One ``errors`` entry: ``""`` for a success, else the message (or the reason)."""
     if reason is None or reason != reason:
@@ -164,7 +170,7 @@ def file_name(args: argparse.Namespace, *, sweep: bool) -> Path:
     """The result file (its folder created): ``--result-filename`` or vllm's default."""
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     label = args.label or args.backend
-    model = (args.model or "model").split("/")[-1]
+    model = (_model_id(args) or "model").split("/")[-1]
     conc = f"-concurrency{args.max_concurrency}" if args.max_concurrency is not None else ""
     name: str
     if args.result_filename:

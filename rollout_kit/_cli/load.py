@@ -143,6 +143,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                 trace_path=args.trace_path)
         try:
             await ctl.initialize_async()
+            # the result's model_id and file name: --model, else the model the server names
+            args.model_id = args.model or next(
+                (m for e in ctl.engines if isinstance(m := getattr(e, "model", None), str)),
+                None)
             if args.rates or args.concurrencies:
                 from ..load._sweep import sweep_async
 
