@@ -240,3 +240,21 @@ def test_load_help_is_light(tmp_path: Path) -> None:
                           text=True, timeout=60, check=True)
     assert "--request-rate" in proc.stdout and "--sweep" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "HEAVY=", proc.stdout
+
+
+def test_failure_lines_name_the_status_the_table_does_not_count() -> None:
+    """After Ctrl-C the table says 'Failed requests: 0'; the cut requests are 'cancelled',
+    not 'failed'; each line carries the most common message of its reason."""
+    import pandas as pd
+
+    from rollout_kit._cli._load_summary import failure_lines
+
+    frame = pd.DataFrame({
+        "status": ["accepted", "cancelled", "cancelled", "failed", "failed", "failed"],
+        "reason": [None, "interrupted", "interrupted", "server_error", "server_error", None],
+        "error": [None, None, None, "HTTP 500: boom", "HTTP 500: boom", None],
+        "warmup": [False] * 6})
+    assert failure_lines(frame) == ["cancelled: 2 × interrupted",
+                                    "failed: 2 × server_error: HTTP 500: boom",
+                                    "failed: 1 × no reason given"]
+    assert failure_lines(frame.assign(warmup=True)) == []

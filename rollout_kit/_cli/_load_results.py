@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,20 +81,25 @@ def _lag(frame: pd.DataFrame) -> dict[str, float]:
 
 
 def failures(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Why measured requests (or turns) did not succeed, most common first: ``{"reason",
-    "count", "error"}``, ``error`` the reason's most common message (the server's text of an
-    HTTP error), ``None`` when none was kept."""
+    """Why measured requests (or turns) did not succeed, most common first: ``{"status",
+    "reason", "count", "error"}`` — ``status`` ``failed`` or ``cancelled`` (Ctrl-C), ``error``
+    the most common message of that reason (the server's text of an HTTP error), ``None``
+    when none was kept."""
     bad = frame[(frame["status"] != "accepted") & ~frame["warmup"].astype(bool)]
-    if bad.empty:
-        return []
-    reasons = bad["reason"].fillna("no reason given").astype(str)
-    out: list[dict[str, Any]] = []
-    for reason, n in reasons.value_counts().items():
-        msgs = (bad.loc[reasons == reason, "error"].dropna().astype(str)
-                if "error" in bad.columns else None)
-        error = str(msgs.value_counts().index[0]) if msgs is not None and len(msgs) else None
-        out.append({"reason": str(reason), "count": int(n), "error": error})
-    return out
+    errors = bad["error"] if "error" in bad.columns else [None] * len(bad)
+    counts: Counter[tuple[str, str]] = Counter()
+    messages: dict[tuple[str, str], Counter[str]] = {}
+    for status, reason, error in zip(bad["status"], bad["reason"], errors, strict=True):
+        key = (str(status), "no reason given" if reason is None or reason != reason
+               else str(reason))
+        counts[key] += 1
+        if isinstance(error, str) and error:
+            messages.setdefault(key, Counter())[error] += 1
+    # most common first, then by name: a stable order
+    return [{"status": status, "reason": reason, "count": n,
+             "error": messages[key].most_common(1)[0][0] if key in messages else None}
+            for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            for status, reason in (key,)]
 
 
 def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,

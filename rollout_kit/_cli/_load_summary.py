@@ -107,12 +107,14 @@ def sweep_table(sweep: pd.DataFrame) -> str:
 
 
 def failure_lines(frame: pd.DataFrame, top: int = 3, width: int = 300) -> list[str]:
-    """``"N × reason: message"`` for the ``top`` most common reasons measured requests
-    failed (the message cut to ``width`` characters)."""
+    """``"failed: N × reason: message"`` (``cancelled: …`` for requests cut by Ctrl-C, which
+    the table's ``Failed requests`` does not count) for the ``top`` most common reasons
+    measured requests did not succeed (the message cut to ``width`` characters)."""
     lines = []
     for f in failures(frame)[:top]:
         msg = f["error"]
         if msg and len(msg) > width:
             msg = msg[:width] + "…"
-        lines.append(f"{f['count']} × {f['reason']}" + (f": {msg}" if msg else ""))
+        lines.append(f"{f['status']}: {f['count']} × {f['reason']}" + (f": {msg}" if msg
+                                                                         else ""))
     return lines

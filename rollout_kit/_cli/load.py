@@ -233,7 +233,7 @@ def _finish(args: argparse.Namespace, res: dict[str, Any], frame: Any, interrupt
     """The failure reasons, the saved result and the exit code of one run (130 when
     interrupted, 1 when nothing — no request, no whole conversation — completed)."""
     for line in failure_lines(frame):
-        _out(f"failed: {line}")
+        _out(line)
     if args.save_result:
         path = file_name(args, sweep=False)
         path.write_text(json.dumps(res) + "\n")
