@@ -284,5 +284,8 @@ def _run_pytest(code: str, folder: Path, where: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-p", "no:randomly", str(test)], cwd=folder, capture_output=True,
                           text=True, timeout=240, check=False)
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, f"{where}:\n{proc.stdout}"
+    passed = re.search(r"(\d+) passed", proc.stdout)
+    ran = sum(line.startswith(("def test_", "async def test_")) for line in code.splitlines())
+    assert proc.returncode == 0 and passed and int(passed.group(1)) == ran, \
+        f"{where}:\n{proc.stdout}"  # every test of the block ran and passed
     shutil.rmtree(folder / "__pycache__", ignore_errors=True)
