@@ -66,6 +66,7 @@ class TurnRecord:
     prompt_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cached_reported: bool = False  # the server reported cached tokens (else: not known)
     retries: int = 0
     itl: list[float] = field(default_factory=list)
     status: str = "pending"
@@ -81,6 +82,7 @@ class TurnRecord:
         self.prompt_tokens = resp.input_len
         self.output_tokens = resp.output_len
         self.cached_tokens = resp.cached_tokens
+        self.cached_reported = resp.cached_tokens_reported
         self.retries = resp.retries
         self.itl = list(resp.itl)
 
