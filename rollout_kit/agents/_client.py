@@ -255,6 +255,10 @@ class AgentClient:
         """The task whose sessions the calls become (``None`` outside a traced task)."""
         return self._task_id
 
+    def completion_id(self, turn: Turn) -> str:
+        """The ``id`` of ``turn``'s ``chat.completion`` as the agent received it."""
+        return f"chatcmpl-{self._key}-{turn.index}"
+
     def close(self) -> None:
         """End the client with its task: later calls raise ``AgentClosedError``."""
         self._closed = True
@@ -570,7 +574,7 @@ def _completion(key: str, index: int, turn: Turn, resp: ModelResponse,
                 logprobs: bool) -> dict[str, Any]:
     """The ``chat.completion`` object as JSON values (the endpoint sends it as is)."""
     return {
-        "id": f"chatcmpl-{key}-{index}", "object": "chat.completion",
+        "id": f"chatcmpl-{key}-{index}", "object": "chat.completion",  # see completion_id
         "created": int(time.time()), "model": resp.server or "rollout_kit",
         "choices": [{"index": 0, "message": turn.message, "finish_reason": turn.finish_reason,
                      "logprobs": _logprobs(turn) if logprobs else None}],

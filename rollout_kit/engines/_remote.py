@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._config import EngineConfig
+from .._config import EngineConfig, GenerationConfig
 from .._errors import (
     ConfigError,
     ControllerStateError,
@@ -78,6 +78,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("rollout_kit.engines")
 
+
+
+def _rest_of(g: GenerationConfig, done: int) -> GenerationConfig:
+    """``g`` for a continuation after ``done`` tokens: what is left of ``min_new_tokens``."""
+    if not done or not g.min_new_tokens:
+        return g
+    return g.new(min_new_tokens=max(0, g.min_new_tokens - done))
 
 
 class _Api(NamedTuple):
@@ -302,7 +309,8 @@ class RemoteInfEngine(InferenceEngine):
                 ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
                 room = budget - len(out.tokens)
                 payload = self.backend.build_request(
-                    input_ids=ids, text=text, gconfig=g, max_new_tokens=room,
+                    input_ids=ids, text=text, gconfig=_rest_of(g, len(out.tokens)),
+                    max_new_tokens=room,
                     stream=self.config.stream, model=self._model)
                 seg, server = await self._segment(key, payload, self._api, server, state,
                                                   headers)

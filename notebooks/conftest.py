@@ -1,0 +1,15 @@
+"""``areal_workflows.ipynb`` runs AReaL's own code: it is collected where AReaL is installed
+(the AReaL venv of ``tests/areal``, which runs it), and left out elsewhere."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+NEEDS_AREAL = {"areal_workflows.ipynb"}
+
+
+def pytest_ignore_collect(collection_path: Path) -> bool | None:
+    if collection_path.name in NEEDS_AREAL and importlib.util.find_spec("areal") is None:
+        return True
+    return None
