@@ -107,6 +107,9 @@ def MyWorkflow():
     return rk.SingleTurnWorkflow(exact_match_reward)
 """
 
+AREAL = ("needs AReaL 1.0.4 and torch, in a venv of their own: tests/areal/inside/"
+         "test_areal_on_sim.py runs these calls there")
+
 #: (page, fenced-block index) -> what to do with it
 PLAN: dict[tuple[str, int], Run | NotRun] = {
     ("README.md", 0): NotRun("scripts/demo is tests/test_demo.py's; scripts/test is this suite"),
@@ -129,6 +132,10 @@ PLAN: dict[tuple[str, int], Run | NotRun] = {
         "assert [r.trajectory['rewards'] for r in results] == [[1.0] * 4] * 2")),
     ("docs/agents.md", 2): Run(),
     ("docs/architecture.md", 0): NotRun("a diagram"),
+    ("docs/guides/areal.md", 0): NotRun("installs AReaL: tests/areal/conftest.py builds that venv"),
+    ("docs/guides/areal.md", 1): NotRun(AREAL),
+    ("docs/guides/areal.md", 2): NotRun(AREAL),
+    ("docs/guides/areal.md", 3): NotRun(AREAL),
     ("docs/guides/cli.md", 0): NotRun("a synopsis of the commands; tests/test_cli*.py run them"),
     ("docs/guides/cli.md", 1): Run(before=COMPARE),
     ("docs/guides/conversation_load.md", 0): NotRun(
