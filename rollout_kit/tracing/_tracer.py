@@ -81,8 +81,8 @@ class Tracer:
     """Records task lifecycles, sessions and phase spans; builds DataFrames; writes JSONL.
 
     Args:
-        path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
-            one line of columns per flush); ``None`` keeps
+        path: JSONL file to write (its folder created; truncated at creation and on
+            :meth:`reset`, then appended one line of columns per flush); ``None`` keeps
             records in memory only.
         flush_threshold: write to ``path`` once this many records (finished tasks, late
             marks) are pending.
@@ -91,7 +91,7 @@ class Tracer:
             distinct ids).
         dump: a :class:`~rollout_kit.tracing.TrajectoryDump` (or its directory):
             every engine call inside a traced task writes its replay coordinate there;
-            flushed with the traces.
+            written when its task ends (and flushed with the traces).
         parquet: with a ``path``, :meth:`close` also compacts the trace to Parquet next to
             it (``X.jsonl`` → ``X.parquet``, :attr:`parquet_path`), which ``load_traces``
             reads several times faster than the JSONL; the JSONL stays, the crash-safe
@@ -147,6 +147,7 @@ class Tracer:
         self._compacted: int | None = None  # JSONL size the Parquet form was written at
         if self.path is not None:
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)  # as a dump's folder
                 append_records(self.path, [self._header()], truncate=True)
             except OSError as exc:
                 raise ConfigError(f"cannot write the trace file {os.fspath(self.path)!r}: "
@@ -306,6 +307,8 @@ class Tracer:
             lock.release()
         if flush:
             self.flush()
+        elif self.dump is not None and self.dump.pending:
+            self.dump.flush()  # a task's calls are readable (load_dump, replay) once it ends
 
     # -- server metrics ---------------------------------------------------------------------
     def record_server_metrics(self, server: str, samples: Iterable[tuple[str, str, float]],
