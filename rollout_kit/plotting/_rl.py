@@ -234,7 +234,7 @@ def plot_staleness_sweep(runs: pd.DataFrame, *, metric: str = "steps_per_s",
     ax.set_xticklabels([str(int(v)) for v in x])
     ax.set_xlabel("max_staleness (AReaL's max_head_offpolicyness; 0 = synchronous)")
     ax.set_ylabel(metric.replace("_per_s", "/s").replace("_", " "))
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, float(hi.max()) * 1.18 if float(hi.max()) > 0 else 1.0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return ax

@@ -21,7 +21,7 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._config import ExecutorConfig
-from .._controller.batching import progress_bar, validate_item, workflow_error
+from .._controller.batching import validate_item, workflow_error
 from .._errors import ConfigError
 from .._executor.staleness import capacity
 from ..tracing import _schema as S
@@ -157,9 +157,11 @@ class _Loop:
     async def run(self) -> RLRun:
         ctl, cfg = self.ctl, self.cfg
         feeder = asyncio.get_running_loop().create_task(self.feed(), name="rl-feeder")
-        bar = progress_bar(cfg.steps, "RL steps", self.progress)
-        if bar is not None:
-            bar.unit = "step"
+        bar = None
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.steps, desc="RL steps", unit="step")
         try:
             for i in range(cfg.steps):
                 await self.step(self.v0 + i)
