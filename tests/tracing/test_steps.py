@@ -95,3 +95,15 @@ def test_a_step_without_a_key_is_refused_and_a_bad_record_named(tmp_path) -> Non
             r["steps"]["version"][0] = "zero"
     with pytest.raises(TraceSchemaError, match="malformed record"):
         Tracer().ingest(recs)
+
+
+def test_compacting_a_jsonl_trace_keeps_its_steps(tmp_path) -> None:
+    from rollout_kit.tracing import compact_trace
+
+    path = tmp_path / "t.jsonl"
+    tr = Tracer(path=path, parquet=False)
+    _record(tr)
+    tr.flush()
+    out, _ = compact_trace(path, tmp_path / "c.parquet")
+    back = load_traces(out)
+    _check(back.steps, back.step_samples)
