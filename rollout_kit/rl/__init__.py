@@ -19,7 +19,7 @@
   :class:`SimulatedTrain`, :class:`SimulatedUpdate`; :class:`WeightsFromDisk` calls
   ``update_weights_from_disk`` on every server.
 - Steps land in the traces (``Traces.steps``, ``Traces.step_samples``);
-  :func:`rollout_kit.analysis.rl_steps` and :func:`rollout_kit.plotting.rl_timeline` read
+  :func:`rollout_kit.analysis.rl_steps` and :func:`rollout_kit.plotting.rl_figure` read
   them.
 """
 
