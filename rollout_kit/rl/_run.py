@@ -190,6 +190,9 @@ class _Loop:
         samples: list[dict[str, Any]] = []
         status: StepStatus = "train_failed"
         try:
+            # the feeder runs first: what the last update allowed starts before this step
+            # trains, even when the batch is ready at once
+            await asyncio.sleep(0)
             await ctl.waiters.until(lambda: self.batch_or_raise(step), timeout=None,
                                     what=f"RL step {step}", stall_reason=ctl.stall_reason)
             ids = [self.accepted.popleft() for _ in range(cfg.batch_size)]
