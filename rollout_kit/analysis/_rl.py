@@ -6,7 +6,8 @@ The figures under the names verl and AReaL log them:
 * **trainer idle ratio** (verl ``trainer/idle_ratio``): the share of a step spent waiting for
   its batch — the trainer had nothing to do.
 * **rollout idle ratio** (verl ``rollouter/idle_ratio``): the share of a step during which
-  no generation ran: nothing in flight, or generation paused for the weight update.
+  no generation ran: nothing in flight, or generation paused for the weight update (from the
+  servers' scraped ``running`` series when given).
 * **partial ratio**, **max partial span** (verl ``partial/partial_ratio``,
   ``partial/max_partial_span``): the share of samples whose tokens carry two or more
   weight versions (a weight update cut their generation), and the widest version span.
@@ -24,6 +25,7 @@ import pandas as pd
 
 from ..tracing import _schema as S
 from ._common import floats, require_columns
+from ._server import server_series
 
 #: the columns of :func:`rl_steps`, in order
 RL_STEP_COLUMNS = (
@@ -78,9 +80,26 @@ def _generating(spans: pd.DataFrame | None, tasks: pd.DataFrame | None,
     return ms, me
 
 
+def _server_running(server_metrics: pd.DataFrame | None
+                    ) -> tuple[np.ndarray, np.ndarray] | None:
+    """When the servers ran requests, from their scraped ``running`` series (summed over
+    servers, each value held until its next scrape); ``None`` without that series."""
+    if server_metrics is None or server_metrics.empty:
+        return None
+    series = server_series(server_metrics)
+    run = series[series["series"].astype(str) == "running"]
+    if run.empty:
+        return None
+    table = run.pivot_table(index=S.TS, columns=S.SERVER, values=S.VALUE, aggfunc="last",
+                            observed=True).sort_index().ffill().fillna(0.0)
+    t = table.index.to_numpy(dtype=np.float64)
+    busy = table.sum(axis=1).to_numpy() > 0
+    return _merge(t[:-1][busy[:-1]], t[1:][busy[:-1]])
+
+
 def rl_steps(steps: pd.DataFrame, step_samples: pd.DataFrame, *,
              tasks: pd.DataFrame | None = None, spans: pd.DataFrame | None = None,
-             ) -> pd.DataFrame:
+             server_metrics: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per step: the split of its wall time, idle ratios, throughput, staleness.
 
     A step runs from ``start`` (it began waiting for its batch) to ``end`` (its weight
@@ -94,6 +113,10 @@ def rl_steps(steps: pd.DataFrame, step_samples: pd.DataFrame, *,
         step_samples: ``Traces.step_samples``.
         tasks: ``Traces.tasks``: for ``held_by`` and, without spans, the rollout idle ratio.
         spans: ``Traces.spans``: generation time for the rollout idle ratio.
+        server_metrics: ``Traces.server_metrics``: with the servers' ``running`` series
+            scraped, the rollout idle ratio is the share of the step during which no server
+            ran a request (as coarse as the scrape interval); else it comes from the spans
+            (or tasks), minus the update windows.
 
     Returns:
         Indexed by ``step``; columns :data:`RL_STEP_COLUMNS`. Ratios are NaN where a step
@@ -114,7 +137,8 @@ def rl_steps(steps: pd.DataFrame, step_samples: pd.DataFrame, *,
     train = floats(steps[S.TRAIN_END_TS]) - floats(steps[S.TRAIN_START_TS])
     sync = end - floats(steps[S.UPDATE_START_TS])
     step_s = end - start
-    ms, me = _generating(spans, tasks, steps)
+    scraped = _server_running(server_metrics)
+    ms, me = scraped if scraped is not None else _generating(spans, tasks, steps)
     gen = np.array([_covered(ms, me, a, b) if np.isfinite(b) else np.nan
                     for a, b in zip(start, end, strict=True)])
     n = floats(steps[S.SAMPLES].astype("Float64").fillna(np.nan))
@@ -160,13 +184,14 @@ def _held_by(samples: pd.DataFrame, tasks: pd.DataFrame | None,
 
 def rl_summary(steps: pd.DataFrame, step_samples: pd.DataFrame, *,
                tasks: pd.DataFrame | None = None, spans: pd.DataFrame | None = None,
-               ) -> pd.Series[Any]:
+               server_metrics: pd.DataFrame | None = None) -> pd.Series[Any]:
     """The run's figures, over its finished steps: ``steps``, ``wall_s``,
     ``steps_per_s``, ``samples_per_s``, ``tokens_per_s``, the time split
     (``trainer_idle_ratio`` — waiting —, ``train_share``, ``sync_share``), ``rollout_idle_ratio``,
     ``partial_ratio``, ``max_partial_span``, ``stale_samples``, ``staleness_avg``,
     ``staleness_max`` (see the module docstring for their meaning)."""
-    per = rl_steps(steps, step_samples, tasks=tasks, spans=spans)
+    per = rl_steps(steps, step_samples, tasks=tasks, spans=spans,
+                   server_metrics=server_metrics)
     done = per[per["status"] == "ok"]
     wall = float(done["end"].max() - done["start"].min()) if len(done) else float("nan")
     total = float(done["step_s"].sum())

@@ -120,3 +120,17 @@ def test_the_plots_draw_versions_pauses_the_trainer_and_speedups() -> None:
     empty_steps, _ = Tracer().steps_df()
     ax = plotting.plot_rl_timeline(empty_steps, spans.iloc[:0])
     assert "no RL steps" in " ".join(t.get_text() for t in ax.texts)
+
+
+def test_the_rollout_idle_ratio_from_the_servers_running_series() -> None:
+    steps, samples, spans, tasks, _ = frames()
+    metrics = pd.DataFrame({  # running 1 on [0, 2) and [3, 4.7) on one server
+        S.TS: [0.0, 1.0, 2.0, 3.0, 4.7], S.SERVER: ["a"] * 5,
+        S.METRIC: ["vllm:num_requests_running"] * 5, S.LABELS: [""] * 5,
+        S.VALUE: [1.0, 1.0, 0.0, 1.0, 0.0]})
+    per = analysis.rl_steps(steps, samples, tasks=tasks, spans=spans, server_metrics=metrics)
+    assert per["rollout_idle_ratio"].tolist() == pytest.approx([1 - 2.0 / 2.5, 1 - 1.7 / 2.2])
+    no_running = metrics.assign(**{S.METRIC: "vllm:num_requests_waiting"})
+    from_spans = analysis.rl_steps(steps, samples, spans=spans, server_metrics=no_running)
+    assert from_spans["rollout_idle_ratio"].tolist() == pytest.approx(
+        [1 - 1.5 / 2.5, 1 - 0.7 / 2.2])
