@@ -131,9 +131,7 @@ class _Loop:
                     self.early.remove(tid)
                 else:
                     self.live.add(tid)
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
+        except Exception as exc:  # a bad data item, a closed controller: the step raises it
             self.feed_error = exc
         finally:
             ctl.waiters.wake()
