@@ -152,8 +152,8 @@ _EXPORTS: dict[str, str] = {
 #: rollout_kit as rk`` imports ``rollout_kit.analysis`` then, as ``import
 #: rollout_kit.analysis`` would
 _SUBMODULES = frozenset({"agents", "analysis", "areal", "engines", "examples", "load",
-                         "notebook", "otel", "plotting", "replay", "report", "sim", "testing",
-                         "tracing", "workers"})
+                         "notebook", "otel", "plotting", "replay", "report", "rl", "sim",
+                         "testing", "tracing", "workers"})
 
 
 def __getattr__(name: str) -> _Any:

@@ -107,6 +107,21 @@ def MyWorkflow():
     return rk.SingleTurnWorkflow(exact_match_reward)
 """
 
+RL_LOOP = SINGLE_TURN + """
+ctl = RolloutController(sglang=_sglang.addresses)
+prompts = data
+reward_fn = exact_match_reward
+
+async def my_train_step(batch, step):
+    pass
+
+train_step = my_train_step
+
+async def update_weights(controller, version):
+    pass
+"""
+RL_SIZES = (("steps=40, batch_size=32", "steps=3, batch_size=4"),)
+
 AREAL = ("needs AReaL 1.0.4 and torch, in a venv of their own: tests/areal/inside/"
          "test_areal_on_sim.py runs these calls there")
 
@@ -118,14 +133,16 @@ PLAN: dict[tuple[str, int], Run | NotRun] = {
     ("README.md", 2): Run(replace=(VLLM,), after="assert len(ctl.sessions()) >= 4"),
     ("README.md", 3): Run(before=SINGLE_TURN, replace=(VLLM,), after=(
         "assert len(calls) == 20 and df['identical'].all() and len(df) == 2")),
-    ("README.md", 4): Run(before=SERVER_VIEW, replace=SERVER_VIEW_EDITS),
-    ("README.md", 5): NotRun("a diagram"),
-    ("README.md", 6): NotRun("the benchmarks: tests/test_bench_smoke.py runs run_all.py --smoke"),
-    ("README.md", 7): NotRun("a synopsis of the commands; tests/test_cli*.py run each of them"),
-    ("README.md", 8): Run(before=COMPARE),
-    ("README.md", 9): Run(before=RECORDED.format("yesterday/traces.jsonl"),
+    ("README.md", 4): Run(before=RL_LOOP, replace=RL_SIZES, after=(
+        "assert list(run.steps['status']) == ['ok'] * 3 and len(per_step) == 3")),
+    ("README.md", 5): Run(before=SERVER_VIEW, replace=SERVER_VIEW_EDITS),
+    ("README.md", 6): NotRun("a diagram"),
+    ("README.md", 7): NotRun("the benchmarks: tests/test_bench_smoke.py runs run_all.py --smoke"),
+    ("README.md", 8): NotRun("a synopsis of the commands; tests/test_cli*.py run each of them"),
+    ("README.md", 9): Run(before=COMPARE),
+    ("README.md", 10): Run(before=RECORDED.format("yesterday/traces.jsonl"),
                           after="assert len(run.frame) == len(reqs) == 20"),
-    ("README.md", 10): Run(pytest=True, before=PYTEST_FILE),
+    ("README.md", 11): Run(pytest=True, before=PYTEST_FILE),
     ("docs/agents.md", 0): Run(before="import rollout_kit as rk", replace=(VLLM,)),
     ("docs/agents.md", 1): Run(after=(
         "assert [r.ok for r in results] == [True, True]\n"
@@ -136,6 +153,10 @@ PLAN: dict[tuple[str, int], Run | NotRun] = {
     ("docs/guides/areal.md", 1): NotRun(AREAL),
     ("docs/guides/areal.md", 2): NotRun(AREAL),
     ("docs/guides/areal.md", 3): NotRun(AREAL),
+    ("docs/guides/async_rl.md", 0): Run(before=RL_LOOP + "addresses = _sglang.addresses",
+                                        replace=RL_SIZES,
+                                        after="assert list(run.steps.index) == [0, 1, 2]"),
+    ("docs/guides/async_rl.md", 1): NotRun("a formula"),
     ("docs/guides/cli.md", 0): NotRun("a synopsis of the commands; tests/test_cli*.py run them"),
     ("docs/guides/cli.md", 1): Run(before=COMPARE),
     ("docs/guides/conversation_load.md", 0): NotRun(
