@@ -38,7 +38,7 @@ def rows(size: Size) -> list[Row]:
     cache = default_areal_cache_dir()
     if not _ready(cache / "venv") or not (cache / "tiny-llama" / "tokenizer.json").is_file():
         return [Row("areal", METRIC, None, note="skipped: no AReaL venv (the test command "
-                                                "makes it: tests/areal)")]
+                                                "makes it: tests/areal_own)")]
     n, rounds = SIZES[size]
     model = cache / "tiny-llama"
     with sim_process("--api", "sglang", "--zero-latency", "--tokenizer", str(model)) as (url, _):

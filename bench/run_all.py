@@ -61,6 +61,7 @@ BENCHES: dict[str, str] = {
     "conversations": "bench_conversations",  # issue 41: multi-turn load paced as offered
     "server_state": "bench_server_state",    # issue 39: scraping cost, metric rows' size
     "areal": "bench_areal_workflows",  # AReaL's own workflows through agenerate
+    "rl": "bench_rl",                  # issue 49: the RL loop's cost, async vs sync speedup
 }
 
 

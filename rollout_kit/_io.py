@@ -132,7 +132,9 @@ class ModelResponse:
     A chat call adds the parsed ``tool_calls`` (OpenAI's shape: ``id``, ``type``,
     ``function.name``, ``function.arguments`` as a JSON string) and says where its token ids
     came from (``token_source``); ``prompt_tokens`` / ``completion_tokens`` are the server's
-    ``usage`` counts, which stay known when it returned no ids.
+    ``usage`` counts, which stay known when it returned no ids. ``cached_tokens`` is the
+    server's prefix-cache hit count; ``cached_tokens_reported`` says whether it reported one
+    (vLLM needs ``--enable-prompt-tokens-details``): 0 then means no hits, else not known.
 
     ``ttft`` and ``itl`` are measured from the stream when streaming is on; otherwise
     ``ttft`` is ``nan`` (never a copy of ``latency``) and ``itl`` is empty. ``latency`` and
@@ -154,6 +156,7 @@ class ModelResponse:
     n_continuations: int = 0
     retries: int = 0
     cached_tokens: int = 0
+    cached_tokens_reported: bool = False
     server_timing: dict[str, float] = field(default_factory=dict)
     start: float = math.nan
     tool_calls: list[dict[str, Any]] = field(default_factory=list)

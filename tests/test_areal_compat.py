@@ -3,7 +3,7 @@
 AReaL's types are duck-typed: these stand-ins have the field names and defaults of
 ``areal.api.io_struct.ModelRequest`` and ``areal.api.cli_args.GenerationHyperparameters``
 (1.0.4). The same calls against AReaL's own classes and workflows run in
-``tests/areal/`` (in a venv with ``areal==1.0.4``).
+``tests/areal_own/`` (in a venv with ``areal==1.0.4``).
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     rows = result["rows"]
     benches = {r["bench"] for r in rows}
     assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load",
-                       "task cost", "agents", "conversations", "server state", "areal"}
+                       "task cost", "agents", "conversations", "server state", "areal",
+                       "rl"}
     failed = [r for r in rows if r["metric"] == "benchmark failed"]
     assert not failed, failed
     for r in rows:
@@ -72,7 +73,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
                    "from Parquet", "plot_timeline", "server CPU µs per request",
                    "max event-loop lag",
                    "pacing: achieved / offered", "chat calls in-process",
-                   "tool-using agent", "local endpoint, added latency per call"):
+                   "tool-using agent", "local endpoint, added latency per call",
+                   "RL loop: ms per step", "RL loop: async"):
         assert needle in metrics, needle
 
 

@@ -410,9 +410,11 @@ class RemoteInfEngine(InferenceEngine):
             output_versions=out.versions, stop_reason=stop,
             text=out.text if out.has_text else None, latency=latency, ttft=ttft,
             itl=out.itl, server=server, n_continuations=n_cont, retries=state.retries,
-            cached_tokens=out.cached_tokens, server_timing=out.server_timing, start=t0 / 1e9)
+            cached_tokens=out.cached_tokens or 0,
+            cached_tokens_reported=out.cached_tokens is not None,
+            server_timing=out.server_timing, start=t0 / 1e9)
         attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid,
-                                 "cached_tokens": out.cached_tokens}
+                                 "cached_tokens": out.cached_tokens or 0}
         if self.config.stream:
             attrs["ttft_s"] = ttft
             attrs["itl_s"] = sum(out.itl) / len(out.itl) if out.itl else math.nan

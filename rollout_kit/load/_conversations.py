@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._config import GenerationConfig
-from .._errors import ConfigError, EngineError
+from .._errors import ConfigError, EngineError, truncate
 from ..agents import AgentClient
 from ..tracing import current_task_id
 from ._datasets.conversation import Conversation, ThinkTime, with_think_time
@@ -138,6 +138,8 @@ class ConversationWorkflow:
                     tr.status = "cancelled" if isinstance(exc, asyncio.CancelledError) \
                         else "failed"
                     tr.reason = _reason(exc)
+                    if tr.status == "failed":
+                        tr.error = truncate(str(exc) or type(exc).__name__)
                     raise
                 answered = tr.answered = time.perf_counter()
                 tr.status = "accepted"

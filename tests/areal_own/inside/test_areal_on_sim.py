@@ -128,6 +128,30 @@ async def test_areal_agents_unchanged_over_the_agent_endpoint(sim_servers: Any, 
     await ctl.close_async()
 
 
+async def test_rlvr_workflow_as_the_rl_loops_rollout(sim_servers: Any, model_dir: str,
+                                                    tokenizer: Any) -> None:
+    from rollout_kit.rl import RLConfig, SimulatedTrain, SimulatedUpdate, run_rl_async
+
+    sim = sim_servers("sglang", n=2, tokenizer=model_dir, time_scale=0.05,
+                      output_length="lognormal", mean_output_tokens=24)
+    ctl = rk.RolloutController(sglang=sim.addresses)
+    wf = RLVRWorkflow(reward_fn, GenerationHyperparameters(max_new_tokens=64), tokenizer)
+    run = await run_rl_async(ctl, itertools.cycle(math_data(16)), wf,
+                             RLConfig(steps=3, batch_size=4, max_staleness=1),
+                             train=SimulatedTrain(fixed_s=0.05),
+                             update=SimulatedUpdate(seconds=0.05))
+    assert run.steps.index.tolist() == [0, 1, 2] and (run.steps["samples"] == 4).all()
+    consumed = run.step_samples
+    assert len(consumed) == 12
+    # read from AReaL's versions tensors: -1 (the prompt) left out
+    assert (consumed["version_min"] >= 0).all()
+    assert (consumed["version_max"] <= consumed["step"]).all()
+    assert (consumed["staleness"] >= 0).all()
+    statuses = ctl.traces()["status"]
+    assert statuses.isin(["accepted", "cancelled"]).all()  # every task accounted
+    await ctl.close_async()
+
+
 class IntAgent:
     async def run(self, data: Any, **kw: Any) -> int:
         from openai import AsyncOpenAI
