@@ -183,11 +183,12 @@ PLAIN_CASES: list[Case] = [
 ]
 
 FILE_CASES: list[Case] = [
-    ("Tracer(path=<missing folder>/t.jsonl)", lambda f: Tracer(path=f["dir"] / "no" / "t.jsonl"),
+    # a missing folder is made (as --result-dir's is); a file where the folder should be is not
+    ("Tracer(path=<a file>/t.jsonl)", lambda f: Tracer(path=f["notes"] / "t.jsonl"),
      ConfigError, "cannot write"),
     ("Tracer(path=<a folder>)", lambda f: Tracer(path=f["empty"]), ConfigError, "cannot write"),
-    ("controller trace_path=<missing folder>",
-     lambda f: RolloutController(sglang=[ADDR], trace_path=f["dir"] / "no" / "t.jsonl"),
+    ("controller trace_path=<a file>/t.jsonl",
+     lambda f: RolloutController(sglang=[ADDR], trace_path=f["notes"] / "t.jsonl"),
      ConfigError, "cannot write"),
     ("load_traces(<missing file>)", lambda f: load_traces(f["dir"] / "nope.jsonl"),
      ConfigError, "does not exist"),
