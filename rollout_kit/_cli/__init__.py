@@ -1,7 +1,7 @@
 """The ``rollout-kit`` command line: a thin argparse front over the subcommand modules.
 
 The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
-demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
+demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu|sglang-cpu``, over
 :mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`),
 ``replay`` (exact replay of a trajectory dump, over :mod:`rollout_kit.replay`), ``convert``
 (JSONL traces to Parquet, over :mod:`rollout_kit.tracing`);
@@ -146,7 +146,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                          _report_arguments, _report_run),
     "export": Subcommand("export traces (chrome) for Perfetto / chrome://tracing",
                          _export_arguments, _export_run),
-    "serve": Subcommand("start a real inference server (vllm-cpu) for tests",
+    "serve": Subcommand("start a real inference server (vllm-cpu, sglang-cpu) for tests",
                         _serve_arguments, _serve_run),
     "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
                        _load_arguments, _load_run),
