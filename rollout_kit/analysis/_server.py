@@ -30,6 +30,9 @@ series                      source (vLLM; SGLang)
 ``ttft_s``                  Δ ``vllm:time_to_first_token_seconds_sum`` / Δ ``…_count``;
                             the same of ``sglang:time_to_first_token_seconds``: the mean
                             TTFT of the requests whose first token came in the interval
+``scrape_failed``           the scrapes that got no answer (timeouts, refused connections,
+                            error statuses, malformed text): 1 at each; the other series
+                            hold NaN there (a gap, not the last value seen)
 =========================== ==============================================================
 
 *sum* / *mean*: a gauge over its label sets (engines, ranks). A *rate* is the counter's
@@ -92,6 +95,26 @@ def _compute(how: str, names: list[str], per: dict[str, pd.DataFrame]) -> pd.Ser
     return pd.Series(out, index=both.index[1:])
 
 
+def _with_gaps(parts: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """Each server's gauges (and rates) with a NaN at its failed scrapes, so a line drawn of
+    them breaks there instead of holding the last value seen across the gap."""
+    failed = [p for p in parts if len(p) and p["series"].iloc[0] == "scrape_failed"]
+    if not failed:
+        return parts
+    at = {str(p[S.SERVER].iloc[0]): p[S.TS].to_numpy(dtype=np.float64) for p in failed}
+    out: list[pd.DataFrame] = []
+    for p in parts:
+        ts = at.get(str(p[S.SERVER].iloc[0])) if len(p) else None
+        if ts is None or p["series"].iloc[0] == "scrape_failed":
+            out.append(p)
+            continue
+        gaps = ts[~np.isin(ts, p[S.TS].to_numpy(dtype=np.float64))]
+        out.append(pd.concat([p, pd.DataFrame({
+            S.TS: gaps, S.SERVER: p[S.SERVER].iloc[0], "series": p["series"].iloc[0],
+            S.VALUE: np.full(len(gaps), np.nan)})], ignore_index=True))
+    return out
+
+
 def _source_metrics(how: str, names: tuple[str, ...]) -> list[str]:
     if how == "hist_mean":
         return [f"{names[0]}_sum", f"{names[0]}_count"]
@@ -145,6 +168,7 @@ def server_series(metrics: pd.DataFrame, *, wide: bool = False) -> pd.DataFrame:
                 parts.append(pd.DataFrame({S.TS: got.index.to_numpy(dtype=np.float64),
                                            S.SERVER: server, "series": name,
                                            S.VALUE: got.to_numpy(dtype=np.float64)}))
+    parts = _with_gaps(parts)
     out: Any = (pd.concat(parts, ignore_index=True) if parts
                 else pd.DataFrame({S.TS: np.empty(0), S.SERVER: pd.Series([], dtype=object),
                                    "series": pd.Series([], dtype=object),
