@@ -21,13 +21,14 @@ from ._agents import drift_table, group_tail, slowest_split, turns
 from ._common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_columns
 from ._groups import by_phase, by_server, slowest
 from ._over_time import concurrency, throughput
-from ._server import SERIES_COLUMNS, server_series
+from ._server import SEGMENT_COLUMNS, SERIES_COLUMNS, server_segments, server_series
 from ._slow import WHY_COLUMNS, why_slow
 from ._summaries import Summary, compare, summary
 
 __all__ = [
     "LATENCY_STATS",
     "PERCENTILES",
+    "SEGMENT_COLUMNS",
     "SERIES_COLUMNS",
     "WHY_COLUMNS",
     "Summary",
@@ -40,6 +41,7 @@ __all__ = [
     "is_spans",
     "phase_names",
     "require_columns",
+    "server_segments",
     "server_series",
     "slowest",
     "slowest_split",

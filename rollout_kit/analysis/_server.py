@@ -183,3 +183,52 @@ def server_series(metrics: pd.DataFrame, *, wide: bool = False) -> pd.DataFrame:
                                           dropna=False)
     table.columns = pd.Index([str(c) for c in table.columns], name="series")
     return table
+
+
+#: the columns of :func:`server_segments` (those ``plot_timeline(server_spans=...)`` reads)
+SEGMENT_COLUMNS = (S.TASK_ID, S.SESSION_ID, S.SERVER, "start_ts", "queue_s", "prefill_s",
+                   "decode_s", "e2e_s", "requests")
+
+
+def server_segments(sessions: pd.DataFrame) -> pd.DataFrame:
+    """The server's own queue, prefill and decode of each session, from its ``server_*``
+    columns, shaped as :func:`rollout_kit.otel.join_server_spans`'s ``spans``: what
+    ``plot_timeline(..., server_spans=...)`` draws inside the rows.
+
+    SGLang's engines record those columns from every answer's ``meta_info`` (no OTLP
+    needed); a joined vLLM view (``join_server_spans(...).sessions``) has them too. A
+    session of one request is drawn exactly; one of several (continuations, turns) has its
+    sums drawn back to back from its first request's arrival (``requests`` says how many).
+
+    Args:
+        sessions: a sessions frame (index ``(task_id, session_id)``).
+
+    Returns:
+        One row per session that has ``server_start_ts``, with :data:`SEGMENT_COLUMNS`
+        (empty when the frame has no such column).
+    """
+    have = [c for c in ("server_start_ts", "server_queue_s", "server_prefill_s",
+                        "server_decode_s", "server_e2e_s") if c in sessions.columns]
+    if "server_start_ts" not in have or not len(sessions):
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in SEGMENT_COLUMNS})
+    df = sessions.reset_index() if S.TASK_ID not in sessions.columns else sessions
+    df = require_columns(df, (S.TASK_ID, S.SESSION_ID), "sessions")
+
+    def col(name: str) -> np.ndarray:
+        if name not in df.columns:
+            return np.full(len(df), np.nan)
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
+
+    start = col("server_start_ts")
+    keep = np.isfinite(start)
+    n = col("server_spans")
+    out = pd.DataFrame({
+        S.TASK_ID: df[S.TASK_ID].to_numpy(dtype=np.int64)[keep],
+        S.SESSION_ID: df[S.SESSION_ID].to_numpy(dtype=np.int64)[keep],
+        S.SERVER: (df[S.SERVER].astype("string").to_numpy()[keep] if S.SERVER in df.columns
+                   else pd.NA),
+        "start_ts": start[keep], "queue_s": col("server_queue_s")[keep],
+        "prefill_s": col("server_prefill_s")[keep], "decode_s": col("server_decode_s")[keep],
+        "e2e_s": col("server_e2e_s")[keep],
+        "requests": np.where(np.isfinite(n), n, 1.0)[keep].astype(np.int64)})
+    return out.reset_index(drop=True)

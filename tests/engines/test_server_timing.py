@@ -134,3 +134,27 @@ async def test_why_slow_splits_an_sglang_run_into_the_servers_parts() -> None:
     slowest = table.iloc[0]
     assert slowest["cause"] == "server_queue", table[["cause", "verdict"]]
     assert slowest["verdict"].startswith("server queue ")
+
+
+async def test_the_timeline_draws_an_sglang_runs_server_segments() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from rollout_kit.plotting import timeline_figure
+
+    async with serve("sglang", n=1, time_scale=0.05) as cluster:
+        async with RolloutController(sglang=cluster.addresses,
+                                     engine_config=fast_engine_config()) as ctl:
+            await ctl.rollout_batch_async(["a story", "a poem", "a song"], _wf(12))
+            sessions, spans, tasks = ctl.sessions(), ctl.spans(), ctl.traces()
+    segs = analysis.server_segments(sessions)
+    assert list(segs.columns) == list(analysis.SEGMENT_COLUMNS) and len(segs) == 3
+    np.testing.assert_allclose(segs["start_ts"], sessions["server_start_ts"])
+    np.testing.assert_allclose(segs["queue_s"], sessions["server_queue_s"])
+    assert (segs["requests"] == 1).all()
+    fig = timeline_figure(spans, tasks=tasks, by="session", server_spans=segs)
+    by_gid = {c.get_gid(): c for c in fig.axes[0].collections}
+    decode = by_gid["timeline:server decode"].get_paths()[0]
+    assert len(decode.vertices) == 5 * 3  # one rectangle per request
+    # a frame without the server's columns has no segments
+    assert analysis.server_segments(sessions.drop(columns=["server_start_ts"])).empty
