@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                  f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
         venv = ensure_sglang_cpu_env(cache)
         model = sglang_model_dir(cache)
-        what = f"SGLang {SGLANG_VERSION} (CPU; 20-60 s on 2 cores, more under load)"
+        what = f"SGLang {SGLANG_VERSION} (CPU; about 1 min on 2 cores, more under load)"
     else:
         cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
         unsupported = unsupported_reason()

@@ -112,8 +112,9 @@ def start_sglang_cpu_server(cache_dir: Path | None = None, *, port: int | None =
     Args:
         cache_dir: the cache folder; default
             :func:`~rollout_kit.testing.default_sglang_cache_dir`.
-        port, startup_timeout, context_length, max_total_tokens, max_running_requests,
-            extra_args: as for :class:`SGLangCPUServer`.
+        port: as for :class:`SGLangCPUServer` (so are the other keyword arguments:
+            ``startup_timeout``, ``context_length``, ``max_total_tokens``,
+            ``max_running_requests``, ``extra_args``).
 
     Returns:
         The running server (stop it with :meth:`SGLangCPUServer.stop`, or use it in
