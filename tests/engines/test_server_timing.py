@@ -13,6 +13,7 @@ import asyncio
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from rollout_kit import (
@@ -158,3 +159,25 @@ async def test_the_timeline_draws_an_sglang_runs_server_segments() -> None:
     assert len(decode.vertices) == 5 * 3  # one rectangle per request
     # a frame without the server's columns has no segments
     assert analysis.server_segments(sessions.drop(columns=["server_start_ts"])).empty
+
+
+async def test_the_otlp_join_keeps_sglangs_own_columns() -> None:
+    """A run over SGLang (meta_info) joined with no spans, as a mixed vLLM + SGLang run's
+    SGLang sessions are: their server columns stay."""
+    pytest.importorskip("opentelemetry.proto")
+    from rollout_kit.otel import join_server_spans
+    from rollout_kit.otel._spans import SPAN_FIELDS
+
+    async with serve("sglang", n=1, time_scale=0.05) as cluster:
+        async with RolloutController(sglang=cluster.addresses,
+                                     engine_config=fast_engine_config()) as ctl:
+            await ctl.rollout_batch_async(["a story", "a poem"], _wf(8))
+            sessions, tracer = ctl.sessions(), ctl.tracer
+    view = join_server_spans(sessions, pd.DataFrame(columns=list(SPAN_FIELDS)),
+                             trace_prefix=tracer.trace_prefix, wall_epoch=tracer.wall_epoch)
+    s = view.sessions
+    assert (s["server_spans"] == 1).all() and s["server_spans"].dtype == "int64"
+    for col in ("server_queue_s", "server_decode_s", "server_e2e_s", "server_start_ts"):
+        np.testing.assert_array_equal(s[col], sessions[col])
+    np.testing.assert_allclose(s["client_overhead_s"],
+                               sessions["generate_s"] - sessions["server_e2e_s"])

@@ -102,7 +102,7 @@ async def test_streaming_measures_ttft_and_itl(real: RealServer) -> None:
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 async def test_abort_continue_across_pause_and_version_bump(real: RealServer,
                                                             stream: bool) -> None:
-    resp = await check_abort_continue(real, stream=stream, budget=400)
+    resp = await check_abort_continue(real, stream=stream, budget=200)
     assert set(resp.output_versions) == {0, 1}
 
 
