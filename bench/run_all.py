@@ -60,6 +60,8 @@ BENCHES: dict[str, str] = {
     "agents": "bench_agents",          # agents: chat calls, a tool-using agent, the endpoint
     "conversations": "bench_conversations",  # issue 41: multi-turn load paced as offered
     "server_state": "bench_server_state",    # issue 39: scraping cost, metric rows' size
+    "areal": "bench_areal_workflows",  # AReaL's own workflows through agenerate
+    "rl": "bench_rl",                  # issue 49: the RL loop's cost, async vs sync speedup
 }
 
 

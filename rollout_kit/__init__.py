@@ -1,11 +1,12 @@
 """rollout_kit: drive LLM rollouts from a notebook, with one task-id source and perf traces.
 
 The curated public API is listed in ``__all__`` (kept sorted; a test enforces it).
-``rollout_kit.sim``, ``rollout_kit.plotting``, ``rollout_kit.analysis`` and
-``rollout_kit.notebook`` are imported by path.
+``rollout_kit.sim``, ``rollout_kit.plotting``, ``rollout_kit.analysis``,
+``rollout_kit.notebook`` and the other public subpackages are imported by path, or as
+attributes (``rk.analysis.summary(...)``).
 
-The names are imported on first use (PEP 562): ``import rollout_kit.tracing`` or
-``rollout-kit --help`` do not pay for pandas and aiohttp.
+The names and subpackages are imported on first use (PEP 562): ``import rollout_kit.tracing``
+or ``rollout-kit --help`` do not pay for pandas and aiohttp.
 """
 
 from __future__ import annotations
@@ -147,7 +148,17 @@ _EXPORTS: dict[str, str] = {
 }
 
 
+#: the public subpackages and modules: ``rk.analysis.summary(...)`` after ``import
+#: rollout_kit as rk`` imports ``rollout_kit.analysis`` then, as ``import
+#: rollout_kit.analysis`` would
+_SUBMODULES = frozenset({"agents", "analysis", "areal", "engines", "examples", "load",
+                         "notebook", "otel", "plotting", "replay", "report", "rl", "sim",
+                         "testing", "tracing", "workers"})
+
+
 def __getattr__(name: str) -> _Any:
+    if name in _SUBMODULES:
+        return _importlib.import_module(f".{name}", __name__)  # binds it in globals()
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -157,7 +168,7 @@ def __getattr__(name: str) -> _Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
 
 
 __all__ = [

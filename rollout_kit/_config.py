@@ -34,7 +34,9 @@ def _is_count(x: object) -> bool:
 class GenerationConfig:
     """Sampling parameters (AReaL's ``GenerationHyperparameters`` names).
 
-    ``max_new_tokens`` bounds the completion; ``max_tokens`` bounds prompt + completion.
+    ``max_new_tokens`` bounds the completion; ``max_tokens`` bounds prompt + completion;
+    ``min_new_tokens`` holds off end-of-sequence and stop strings until that many tokens
+    (SGLang ``min_new_tokens``, vLLM ``min_tokens``).
     ``logprobs`` asks the server for each output token's logprob (vLLM ``logprobs: 0``,
     SGLang ``return_logprob``), which RL needs; ``False`` sends the request ``vllm bench
     serve`` and SGLang's ``bench_serving`` send (no logprobs: the server skips that work, the
@@ -44,6 +46,7 @@ class GenerationConfig:
 
     n_samples: int = 1
     max_new_tokens: int = 256
+    min_new_tokens: int = 0
     max_tokens: int = 65536
     temperature: float = 1.0
     top_p: float = 1.0
@@ -62,6 +65,10 @@ class GenerationConfig:
                f"n_samples must be an int >= 1, got {self.n_samples!r}")
         _check(_is_count(self.max_new_tokens) and self.max_new_tokens >= 1,
                f"max_new_tokens must be an int >= 1, got {self.max_new_tokens!r}")
+        _check(_is_count(self.min_new_tokens)
+               and 0 <= self.min_new_tokens <= self.max_new_tokens,
+               f"min_new_tokens must be an int in [0, max_new_tokens], got "
+               f"{self.min_new_tokens!r}")
         _check(_is_count(self.max_tokens) and self.max_tokens >= 1,
                f"max_tokens must be an int >= 1, got {self.max_tokens!r}")
         _check(_is_number(self.temperature) and self.temperature >= 0,

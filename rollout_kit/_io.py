@@ -132,7 +132,9 @@ class ModelResponse:
     A chat call adds the parsed ``tool_calls`` (OpenAI's shape: ``id``, ``type``,
     ``function.name``, ``function.arguments`` as a JSON string) and says where its token ids
     came from (``token_source``); ``prompt_tokens`` / ``completion_tokens`` are the server's
-    ``usage`` counts, which stay known when it returned no ids.
+    ``usage`` counts, which stay known when it returned no ids. ``cached_tokens`` is the
+    server's prefix-cache hit count; ``cached_tokens_reported`` says whether it reported one
+    (vLLM needs ``--enable-prompt-tokens-details``): 0 then means no hits, else not known.
 
     ``ttft`` and ``itl`` are measured from the stream when streaming is on; otherwise
     ``ttft`` is ``nan`` (never a copy of ``latency``) and ``itl`` is empty. ``latency`` and
@@ -154,12 +156,14 @@ class ModelResponse:
     n_continuations: int = 0
     retries: int = 0
     cached_tokens: int = 0
+    cached_tokens_reported: bool = False
     server_timing: dict[str, float] = field(default_factory=dict)
     start: float = math.nan
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     token_source: TokenSource = "server"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    tokenizer: Any = field(default=None, repr=False, compare=False)
 
     @property
     def input_len(self) -> int:
@@ -168,6 +172,58 @@ class ModelResponse:
     @property
     def output_len(self) -> int:
         return len(self.output_tokens)
+
+    # -- AReaL's ModelResponse, for its workflows run unchanged (``engine.agenerate``) ------
+
+    def _stop_ids(self, what: str) -> set[int]:
+        tok = self.tokenizer
+        if tok is None:
+            raise ValueError(f"tokenizer is None, cannot {what} (agenerate sets the "
+                             "request's tokenizer on the response)")
+        ids = {tok.eos_token_id, tok.pad_token_id}
+        ids.discard(None)
+        return ids
+
+    @property
+    def end_with_stop(self) -> bool:
+        """Whether the last output token is the tokenizer's end-of-sequence or pad id
+        (AReaL's property; needs ``tokenizer``)."""
+        stop = self._stop_ids("check end_with_stop")
+        return bool(self.output_tokens) and self.output_tokens[-1] in stop
+
+    @property
+    def output_tokens_without_stop(self) -> list[int]:
+        """The output without its trailing end-of-sequence / pad ids, as AReaL's property
+        computes it (a ``stop`` that does not end in one raises ``ValueError``, as there)."""
+        stop = self._stop_ids("get output_tokens_without_stop")
+        out = self.output_tokens
+        if self.stop_reason in ("length", "abort") or not out:
+            return out
+        if out[-1] not in stop:
+            raise ValueError(f"output_tokens does not end with eos or pad token, it ends with "
+                             f"{out[-1]}, but stop_reason is {self.stop_reason}")
+        n = len(out)
+        while n and out[n - 1] in stop:
+            n -= 1
+        if not n:
+            raise ValueError("All output_tokens are EOS or PAD tokens; cannot strip stop "
+                             "tokens without removing entire output.")
+        return out[:n]
+
+    @property
+    def input_images(self) -> list[Any]:
+        """AReaL's vision field: always empty (vision requests are refused)."""
+        return []
+
+    @property
+    def processor(self) -> None:
+        """AReaL's vision processor: always ``None``."""
+        return None
+
+    @property
+    def routed_experts(self) -> None:
+        """AReaL's MoE routing record: never returned (asking for it is refused)."""
+        return None
 
 
 @dataclass(slots=True, kw_only=True)

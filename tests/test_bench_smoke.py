@@ -36,14 +36,16 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     rows = result["rows"]
     benches = {r["bench"] for r in rows}
     assert benches == {"controller", "engines", "tracer", "plots", "sim", "ray", "load",
-                       "task cost", "agents", "conversations", "server state"}
+                       "task cost", "agents", "conversations", "server state", "areal",
+                       "rl"}
     failed = [r for r in rows if r["metric"] == "benchmark failed"]
     assert not failed, failed
     for r in rows:
         assert set(r) == ROW_KEYS
         assert isinstance(r["metric"], str) and r["metric"]
-        if r["bench"] == "ray" or (r["bench"] == "load" and r["ours"] is None):
-            # skipped at smoke size (ray; the load side by side with vllm bench serve)
+        if r["bench"] == "ray" or (r["bench"] in ("load", "areal") and r["ours"] is None):
+            # skipped at smoke size (ray; the load side by side with vllm bench serve), or
+            # with no AReaL venv
             assert r["ours"] is None and "skipped" in r["note"]
             continue
         assert isinstance(r["ours"], float) and math.isfinite(r["ours"])
@@ -71,7 +73,8 @@ def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
                    "from Parquet", "plot_timeline", "server CPU µs per request",
                    "max event-loop lag",
                    "pacing: achieved / offered", "chat calls in-process",
-                   "tool-using agent", "local endpoint, added latency per call"):
+                   "tool-using agent", "local endpoint, added latency per call",
+                   "RL loop: ms per step", "RL loop: async"):
         assert needle in metrics, needle
 
 

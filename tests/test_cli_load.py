@@ -105,6 +105,20 @@ def test_detailed_warmup_concurrency_and_default_file_name(
     assert max(res["queue_times"]) > 0  # waited for a slot
 
 
+def test_the_servers_model_names_the_result_and_new_folders_are_made(
+        vllm_sim: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No --model: the model the server lists (its /v1/models) is the result's model_id and
+    part of its file name; --trace-path and --result-dir may name folders not made yet."""
+    rc = main(["load", "--base-url", vllm_sim, "--num-prompts", "5", "--save-result",
+               "--result-dir", str(tmp_path / "res"), "--trace-path",
+               str(tmp_path / "det" / "traces.jsonl"), *FAST])
+    assert rc == 0, capsys.readouterr().out
+    (path,) = (tmp_path / "res").glob("vllm-infqps-tiny-*.json")
+    res = json.loads(path.read_text())
+    assert res["model_id"] == "tiny" and res["tokenizer_id"] == "tiny"
+    assert (tmp_path / "det" / "traces.jsonl").stat().st_size > 0
+
+
 def test_sglang_backend_and_sim_option(sglang_sim: str, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["load", "--backend", "sglang", "--base-url", sglang_sim, "--num-prompts", "10",
@@ -226,3 +240,21 @@ def test_load_help_is_light(tmp_path: Path) -> None:
                           text=True, timeout=60, check=True)
     assert "--request-rate" in proc.stdout and "--sweep" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "HEAVY=", proc.stdout
+
+
+def test_failure_lines_name_the_status_the_table_does_not_count() -> None:
+    """After Ctrl-C the table says 'Failed requests: 0'; the cut requests are 'cancelled',
+    not 'failed'; each line carries the most common message of its reason."""
+    import pandas as pd
+
+    from rollout_kit._cli._load_summary import failure_lines
+
+    frame = pd.DataFrame({
+        "status": ["accepted", "cancelled", "cancelled", "failed", "failed", "failed"],
+        "reason": [None, "interrupted", "interrupted", "server_error", "server_error", None],
+        "error": [None, None, None, "HTTP 500: boom", "HTTP 500: boom", None],
+        "warmup": [False] * 6})
+    assert failure_lines(frame) == ["cancelled: 2 × interrupted",
+                                    "failed: 2 × server_error: HTTP 500: boom",
+                                    "failed: 1 × no reason given"]
+    assert failure_lines(frame.assign(warmup=True)) == []

@@ -35,7 +35,7 @@ def dump(sim: SimCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_identical_replay_exits_0_and_writes_the_frame(dump: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
-    out = tmp_path / "frame.csv"
+    out = tmp_path / "new" / "frame.csv"  # its folder is made
     assert main(["replay", str(dump), "--out", str(out)]) == 0
     stdout, stderr = capsys.readouterr()
     assert stdout.splitlines() == [

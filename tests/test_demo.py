@@ -29,6 +29,11 @@ def test_demo_cli_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     loaded = load_traces(out / "traces.jsonl")
     assert sorted(loaded.tasks.index) == list(range(24))
     assert (out / "timeline.png").stat().st_size > 1000
+    [wrote] = [line for line in text.splitlines() if line.startswith("wrote:")]
+    assert wrote.split(None, 1)[1].split(", ") == [  # every file it wrote
+        str(out / f) for f in ("traces.jsonl", "traces.parquet", "tasks.csv", "timeline.png")]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["traces.jsonl", "traces.parquet", "tasks.csv", "timeline.png"])
     # refuses to overwrite without --force
     assert main(["demo", "--tasks", "2", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err

@@ -76,3 +76,21 @@ def test_the_public_surface_is_the_recorded_one() -> None:
     # decision. Regenerate with `python -m tests._public > tests/public_api.txt`.
     recorded = (ROOT / "tests" / "public_api.txt").read_text().splitlines()
     assert surface() == recorded
+
+
+def test_public_subpackages_load_as_attributes_of_the_root() -> None:
+    """``import rollout_kit as rk; rk.analysis.summary(...)`` works (loaded on first use)."""
+    import subprocess
+    import sys
+
+    top = {m.split(".")[1] for m in public_modules() if m.count(".") == 1}
+    assert rollout_kit._SUBMODULES == top  # every public subpackage, no other
+    code = ("import sys, rollout_kit as rk; assert 'rollout_kit.analysis' not in sys.modules; "
+            "print(rk.analysis.summary.__module__, rk.plotting.plot_timeline.__name__, "
+            "rk.load.run_load_async.__name__, 'analysis' in dir(rk))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["rollout_kit.analysis._summaries", "plot_timeline",
+                                  "run_load_async", "True"]
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        _ = rollout_kit.nope  # type: ignore[attr-defined]

@@ -183,3 +183,46 @@ def test_sweep_figure_has_four_panels_and_saves(tmp_path: Any) -> None:
     assert _no_data(no_frame.get_axes()[3])
     P.save_plot(P.plot_goodput, tmp_path / "g.png", _sweep())
     assert (tmp_path / "g.png").exists()
+
+
+_SHELL = """
+import matplotlib
+matplotlib.use("module://matplotlib_inline.backend_inline")
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from matplotlib_inline.backend_inline import configure_inline_support
+shell = InteractiveShell.instance()
+configure_inline_support(shell, "module://matplotlib_inline.backend_inline")
+matplotlib.interactive(True)  # as %matplotlib inline does: pyplot figures flush at a cell's end
+values = []  # what a kernel sends as the cell's execute_result
+shell.displayhook.write_format_data = lambda data, md=None: values.append("image/png" in data)
+shell.run_cell('''
+import pandas as pd
+from rollout_kit.plotting import conversation_figure, dashboard, load_sweep_figure
+turns = pd.DataFrame({"ttft_s": [0.1, 0.2], "cache_hit_ratio": [0.0, 0.5],
+                      "status": ["accepted"] * 2, "warmup": [False] * 2},
+                     index=pd.MultiIndex.from_tuples([(0, 0), (0, 1)], names=["task_id", "turn"]))
+sweep = pd.DataFrame({"level": [1.0, 2.0], "offered_rate": [1.0, 2.0],
+                      "achieved_rate": [1.0, 2.0], "request_throughput": [1.0, 1.9],
+                      "median_ttft_ms": [10.0, 12.0], "p99_ttft_ms": [20.0, 30.0]})
+''', store_history=False)
+for cell in ("conversation_figure(turns)", "fig = conversation_figure(turns)",
+             "load_sweep_figure(sweep)", "import matplotlib.pyplot as plt; plt.close('all'); fig"):
+    values.clear()
+    with capture_output() as cap:
+        result = shell.run_cell(cell)
+    result.raise_error()
+    print(sum("image/png" in o.data for o in cap.outputs) + sum(values))
+"""
+
+
+def test_the_figures_show_once_in_a_notebook() -> None:
+    """As a cell's value (displayed by IPython) and as an open pyplot figure (shown by the
+    inline backend at the cell's end) a figure is one image, not two; closed, it still shows."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SHELL], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1", "1", "1"], out.stdout

@@ -81,13 +81,18 @@ def test_report_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 def test_export_chrome(tmp_path: Path, trace_files: list[Path],
                        capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "trace.json"
+    out = tmp_path / "new" / "folder" / "trace.json"  # its folder is made
     assert main(["export", "chrome", *map(str, trace_files), str(out), "--no-progress"]) == 0
     trace = json.loads(out.read_text())
     tasks = {e["args"]["task_id"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert tasks == set(range(9))  # ids 0..5 (w0) and 6..8 (w1)
-    assert main(["export", "chrome", str(out), "--no-progress"]) == 2
-    assert "output file" in capsys.readouterr().err
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "chrome", str(out), "--no-progress"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "{chrome} TRACES [TRACES ...] OUT\n" in err  # one output, not TRACES... OUT [...]
+    assert "required: OUT" in err
     assert main(["export", "chrome", str(trace_files[0]), str(tmp_path / "x.jsonl"),
                  "--no-progress"]) == 2
 

@@ -162,8 +162,11 @@ async def test_plain_string_data_is_the_prompt() -> None:
 def test_validate_refuses_unusable_data_and_shows_the_shape(data: Any) -> None:
     for wf in (SingleTurnWorkflow(reward_contains),
                MultiTurnWorkflow(reward_contains, tokenizer=ByteTokenizer())):
-        with pytest.raises(ConfigError, match="input_ids"):
+        with pytest.raises(ConfigError, match="input_ids") as refused:
             wf.validate(data)
+        if not isinstance(data, dict | list) or data == {}:  # the shapes it takes, both
+            assert ("e.g. {'prompt': 'What is 2+2?'} or {'input_ids': [40, 41, 42]}"
+                    in str(refused.value)), refused.value
 
 
 @pytest.mark.parametrize("data", ["hi", {"prompt": "hi"}, {"input_ids": [1, 2]},

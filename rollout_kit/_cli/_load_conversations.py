@@ -9,13 +9,15 @@ A run is a *conversation run* when the endpoint is a chat endpoint (``--backend 
   ``--max-concurrency`` caps the conversations in flight and ``--warmup`` counts
   conversations;
 * ``random`` becomes synthetic conversations of ``--num-turns`` turns (1 without
-  ``--multi-turn``, else 4) of ``--random-input-len`` / ``--random-output-len`` tokens, with
+  ``--multi-turn``, else 4) of ``--random-input-len`` (default 256 here, not 1,024: the
+  history must fit the context) / ``--random-output-len`` tokens, with
   ``--system-prompt-len`` tokens of system prompt shared by all; ``sharegpt`` keeps the first
   user turn (as ``vllm bench serve``'s chat backend) or, with ``--multi-turn``, every turn
   (at most ``--num-turns``); ``jsonl`` / ``custom`` prompts are one-turn conversations;
 * ``--think-time`` replaces every think time (the dataset's, or 0) with draws from a
   distribution: ``2``, ``uniform:1,3``, ``exponential:2``, ``lognormal:2,0.5`` (seconds);
-* ``agent_trace`` conversations start at their traced times (``--trace-time-scale``).
+* ``agent_trace`` replays the trace's own sessions, each at its traced time
+  (``--trace-time-scale``); ``--num-prompts`` takes that many instead (oversampled).
 
 The summary is ``vllm bench serve``'s over the turns (each turn a request) plus a
 conversation section (arrival rate offered and achieved, completion time, goodput per
@@ -35,6 +37,11 @@ from ._load_results import num
 #: datasets whose items are conversations
 CONVERSATION_DATASETS = ("sharegpt_multiturn", "multi_turn", "synthetic_multiturn",
                          "agent_trace")
+#: ``--random-input-len`` unless given: vllm bench serve's for single requests, and for the
+#: turns of a conversation what keeps 4 turns' history and replies (4 × (256 + 128) tokens)
+#: inside a 4,096-token context, the simulator's and many small models'
+SINGLE_INPUT_LEN = 1024
+CONVERSATION_INPUT_LEN = 256
 #: single-request datasets a conversation run can turn into conversations
 _CONVERTIBLE = ("random", "sharegpt", "jsonl", "custom")
 
@@ -88,6 +95,8 @@ def check_args(args: argparse.Namespace) -> None:
     conv = (name in CONVERSATION_DATASETS or args.multi_turn
             or (chat is not None and endpoint in (None, chat)))
     args.conversations = conv
+    if args.random_input_len is None:  # a turn's share of a context the history must fit
+        args.random_input_len = CONVERSATION_INPUT_LEN if conv else SINGLE_INPUT_LEN
     if args.num_turns is not None and args.num_turns < 1:
         raise ConfigError(f"--num-turns must be >= 1, got {args.num_turns}")
     if args.system_prompt_len < 0:
@@ -122,8 +131,17 @@ def conversations(args: argparse.Namespace) -> list[Any]:
     """The conversations of a conversation run (``--num-prompts`` + ``--warmup`` of them)."""
     from ..load._datasets import Conversation, ConversationTurn, load_dataset
 
-    n = args.num_prompts + args.warmup
     name = args.dataset_name.strip().lower().replace("-", "_")
+    if name == "agent_trace" and args.num_prompts is None:  # the trace's own sessions
+        items = load_dataset(name, args.dataset_path, time_scale=args.trace_time_scale,
+                             seed=args.seed, **({"tokenizer": args.tokenizer}
+                                                if args.tokenizer else {}))
+        if len(items) <= args.warmup:
+            raise ConfigError(f"--dataset-path {args.dataset_path} holds {len(items)} "
+                              f"session(s); --warmup {args.warmup} leaves none to measure")
+        args.num_prompts = len(items) - args.warmup
+        return list(items)
+    n = args.num_prompts + args.warmup
     tok: dict[str, Any] = {"tokenizer": args.tokenizer} if args.tokenizer else {}
     turns = args.num_turns
     if name in ("random", "synthetic_multiturn"):

@@ -52,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "burstier, > 1 smoother, inf = constant rate (1.0)")
     load.add_argument("--max-concurrency", type=int, default=None,
                       help="at most this many requests in flight (unbounded)")
-    load.add_argument("--num-prompts", type=int, default=1000,
-                      help="requests to send, warm-up not counted (1000)")
+    load.add_argument("--num-prompts", type=int, default=None,
+                      help="requests to send, warm-up not counted (1000; agent_trace: the "
+                           "trace's own sessions)")
     load.add_argument("--duration", type=float, default=None,
                       help="stop sending after this many seconds")
     load.add_argument("--warmup", "--num-warmups", dest="warmup", type=int, default=0,
@@ -74,7 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="a name of rollout_kit.load.DATASET_NAMES, as vllm bench "
                            "serve's (random)")
     data.add_argument("--dataset-path", default=None, help="the dataset file")
-    data.add_argument("--random-input-len", type=int, default=1024)
+    data.add_argument("--random-input-len", type=int, default=None,
+                      help="prompt tokens (1024; a conversation's turns: 256, so that a "
+                           "4-turn history fits a 4k context)")
     data.add_argument("--random-output-len", type=int, default=128)
     data.add_argument("--random-range-ratio", type=float, default=0.0,
                       help="lengths uniform in [len·(1−r), len·(1+r)] (0.0)")
@@ -149,6 +152,14 @@ def _percentiles(text: str) -> list[float]:
     return out
 
 
+#: ``--num-prompts`` unless given (vllm bench serve's), but for a trace of sessions
+DEFAULT_NUM_PROMPTS = 1000
+
+
+def _is_trace(dataset_name: str) -> bool:
+    return dataset_name.strip().lower().replace("-", "_") == "agent_trace"
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Check the options (:class:`~rollout_kit.ConfigError` on a bad one) and add
     their parsed forms to ``args`` (see the module docstring)."""
@@ -157,8 +168,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--request-rate must be > 0 (or inf), got {rate}")
     if math.isnan(args.burstiness) or not args.burstiness > 0:
         raise ConfigError(f"--burstiness must be > 0, got {args.burstiness}")
-    if args.num_prompts < 1:
+    if args.num_prompts is not None and args.num_prompts < 1:
         raise ConfigError(f"--num-prompts must be >= 1, got {args.num_prompts}")
+    # a trace replays its own sessions at their own times unless --num-prompts says more
+    # (or fewer): rollout_kit._cli._load_conversations.conversations counts them
+    if args.num_prompts is None and not _is_trace(args.dataset_name):
+        args.num_prompts = DEFAULT_NUM_PROMPTS
     if args.max_concurrency is not None and args.max_concurrency < 1:
         raise ConfigError(f"--max-concurrency must be >= 1, got {args.max_concurrency}")
     if args.warmup < 0:
@@ -174,7 +189,7 @@ def check_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"--ramp-up-start-rps/--ramp-up-end-rps must be > 0, got "
                               f"{lo} and {hi}")
     for name in ("random_input_len", "random_output_len"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got "
                               f"{getattr(args, name)}")
     if not 0 <= args.random_range_ratio < 1:

@@ -5,7 +5,8 @@
 metrics under its key names (``completed``, ``request_throughput``, ``median_ttft_ms``, …) so
 scripts reading one read the other, the peaks (``max_output_tokens_per_s``,
 ``max_concurrent_requests``) computed as vllm does, the send lag, and with
-``--save-detailed`` the per-request arrays. :func:`file_name` is where it goes: vllm's
+``--save-detailed`` the per-request arrays; ``failures`` (this project's key) lists each
+failure reason with its count and the server's message. :func:`file_name` is where it goes: vllm's
 default ``{label}-{rate}qps[-concurrencyN]-{model}-{date}.json`` unless
 ``--result-filename``; a sweep writes one object per level, one per line.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +80,28 @@ def _lag(frame: pd.DataFrame) -> dict[str, float]:
             "p99_send_lag_ms": float(np.percentile(lag, 99)) * 1e3}
 
 
+def failures(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Why measured requests (or turns) did not succeed, most common first: ``{"status",
+    "reason", "count", "error"}`` — ``status`` ``failed`` or ``cancelled`` (Ctrl-C), ``error``
+    the most common message of that reason (the server's text of an HTTP error), ``None``
+    when none was kept."""
+    bad = frame[(frame["status"] != "accepted") & ~frame["warmup"].astype(bool)]
+    errors = bad["error"] if "error" in bad.columns else [None] * len(bad)
+    counts: Counter[tuple[str, str]] = Counter()
+    messages: dict[tuple[str, str], Counter[str]] = {}
+    for status, reason, error in zip(bad["status"], bad["reason"], errors, strict=True):
+        key = (str(status), "no reason given" if reason is None or reason != reason
+               else str(reason))
+        counts[key] += 1
+        if isinstance(error, str) and error:
+            messages.setdefault(key, Counter())[error] += 1
+    # most common first, then by name: a stable order
+    return [{"status": status, "reason": reason, "count": n,
+             "error": messages[key].most_common(1)[0][0] if key in messages else None}
+            for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            for status, reason in (key,)]
+
+
 def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
                 rate: float | None = None, concurrency: int | None = None,
                 frame: pd.DataFrame | None = None) -> dict[str, Any]:
@@ -88,8 +112,8 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
         "endpoint_type": args.backend,
         "backend": args.backend,
         "label": args.label,
-        "model_id": args.model,
-        "tokenizer_id": args.tokenizer or args.model,
+        "model_id": _model_id(args),
+        "tokenizer_id": args.tokenizer or _model_id(args),
         "num_prompts": args.num_prompts,
         **args.meta,
         "request_rate": rate if math.isfinite(rate) else "inf",
@@ -109,6 +133,7 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
             out.setdefault(k, v)
         out.update(_lag(frame))
         stats = frame[~frame["warmup"].astype(bool)]
+        out["failures"] = failures(frame)  # each reason, its count and server message
         out["latencies"] = [num(x) for x in stats["e2el_s"]]
         out["queue_times"] = [num(x) for x in stats["queue_wait_s"]]
         if args.save_detailed:
@@ -118,8 +143,23 @@ def result_json(args: argparse.Namespace, metrics: dict[str, Any], *,
             out["itls"] = [list(map(float, x)) if isinstance(x, list | tuple) else []
                            for x in stats["itl_s"]]
             out["start_times"] = [num(x) for x in stats["sent_s"]]
-            out["errors"] = ["" if r is None or r != r else str(r) for r in stats["reason"]]
+            out["errors"] = [_error(r, e) for r, e in zip(
+                stats["reason"], stats["error"] if "error" in stats.columns
+                else [None] * len(stats), strict=True)]
     return {k: _plain(v) for k, v in out.items()}
+
+
+def _model_id(args: argparse.Namespace) -> str | None:
+    """``--model``, else the model the server named at start (``None``: it names none)."""
+    model = getattr(args, "model_id", None) or args.model
+    return str(model) if model else None
+
+
+def _error(reason: Any, error: Any) -> str:
+    """One ``errors`` entry: ``""`` for a success, else the message (or the reason)."""
+    if reason is None or reason != reason:
+        return ""
+    return str(error) if isinstance(error, str) and error else str(reason)
 
 
 def _plain(v: Any) -> Any:
@@ -136,7 +176,7 @@ def file_name(args: argparse.Namespace, *, sweep: bool) -> Path:
     """The result file (its folder created): ``--result-filename`` or vllm's default."""
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
     label = args.label or args.backend
-    model = (args.model or "model").split("/")[-1]
+    model = (_model_id(args) or "model").split("/")[-1]
     conc = f"-concurrency{args.max_concurrency}" if args.max_concurrency is not None else ""
     name: str
     if args.result_filename:

@@ -4,7 +4,8 @@
   ``vllm bench serve`` prints it, plus the achieved rate, the peaks and the send lag
   (actual − scheduled);
 * :func:`sweep_table`: one row per level of a sweep, and why it stopped;
-* :func:`failure_lines`: the most common reasons the measured requests did not succeed.
+* :func:`failures` / :func:`failure_lines`: why the measured requests did not succeed, with
+  each reason's server message.
 
 :data:`METRIC_HEADERS` names the latency metrics (``--percentile-metrics``).
 """
@@ -15,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._load_results import num
+from ._load_results import failures, num
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,10 +106,15 @@ def sweep_table(sweep: pd.DataFrame) -> str:
     return "\n".join(text)
 
 
-def failure_lines(frame: pd.DataFrame, top: int = 3) -> list[str]:
-    """``"N × reason"`` for the ``top`` most common reasons measured requests failed."""
-    bad = frame[(frame["status"] != "accepted") & ~frame["warmup"].astype(bool)]
-    if bad.empty:
-        return []
-    counts = bad["reason"].fillna("no reason given").astype(str).value_counts()
-    return [f"{n} × {reason}" for reason, n in counts.head(top).items()]
+def failure_lines(frame: pd.DataFrame, top: int = 3, width: int = 300) -> list[str]:
+    """``"failed: N × reason: message"`` (``cancelled: …`` for requests cut by Ctrl-C, which
+    the table's ``Failed requests`` does not count) for the ``top`` most common reasons
+    measured requests did not succeed (the message cut to ``width`` characters)."""
+    lines = []
+    for f in failures(frame)[:top]:
+        msg = f["error"]
+        if msg and len(msg) > width:
+            msg = msg[:width] + "…"
+        lines.append(f"{f['status']}: {f['count']} × {f['reason']}" + (f": {msg}" if msg
+                                                                         else ""))
+    return lines

@@ -315,7 +315,8 @@ def run(args: argparse.Namespace) -> int:
         per = sessions["server"].value_counts()
         _out("servers:  samples per server: " + ", ".join(f"{k}={v}" for k, v in per.items()))
     tasks.to_csv(out / "tasks.csv")
-    written = ["traces.jsonl", "tasks.csv"]
+    written = ["traces.jsonl", "traces.parquet", "tasks.csv"]  # Parquet: at the tracer's close
+    written = [w for w in written if (out / w).is_file()]
     from ..plotting import plot_timeline, save_plot
 
     save_plot(plot_timeline, out / "timeline.png", r["spans"], tasks=tasks, figsize=(10, 6),

@@ -143,6 +143,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                 trace_path=args.trace_path)
         try:
             await ctl.initialize_async()
+            # the result's model_id and file name: --model, else the model the server names
+            args.model_id = args.model or next(
+                (m for e in ctl.engines if isinstance(m := getattr(e, "model", None), str)),
+                None)
             if args.rates or args.concurrencies:
                 from ..load._sweep import sweep_async
 
@@ -178,7 +182,8 @@ def _report_conversations(args: argparse.Namespace, crun: Any) -> int:
     body, _, last = table.rpartition("\n")
     _out("\n".join([body, *conversation_lines(res), last]))
     return _finish(args, res, crun.turns, crun.interrupted, "conversations",
-                   f"no turn of the {args.num_prompts} conversations completed")
+                   f"none of the {args.num_prompts} conversations completed",
+                   completed=int(res.get("completed_conversations") or 0))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,15 +224,16 @@ def run(args: argparse.Namespace) -> int:
     res = result_json(args, metrics, frame=run_.frame)
     _out(format_summary(res, metrics=args.metrics, percentiles=args.percentiles))
     return _finish(args, res, run_.frame, run_.interrupted, "requests",
-                   f"none of the {args.num_prompts} requests completed")
+                   f"none of the {args.num_prompts} requests completed",
+                   completed=int(res.get("completed") or 0))
 
 
 def _finish(args: argparse.Namespace, res: dict[str, Any], frame: Any, interrupted: bool,
-            unit: str, none_done: str) -> int:
+            unit: str, none_done: str, *, completed: int) -> int:
     """The failure reasons, the saved result and the exit code of one run (130 when
-    interrupted, 1 when nothing completed)."""
+    interrupted, 1 when nothing — no request, no whole conversation — completed)."""
     for line in failure_lines(frame):
-        _out(f"failed: {line}")
+        _out(line)
     if args.save_result:
         path = file_name(args, sweep=False)
         path.write_text(json.dumps(res) + "\n")
@@ -235,7 +241,7 @@ def _finish(args: argparse.Namespace, res: dict[str, Any], frame: Any, interrupt
     if interrupted:
         _note(f"interrupted: the results above cover the {unit} sent before Ctrl-C")
         return 130
-    if not res.get("completed"):
+    if not completed:
         sys.stdout.flush()
         sys.stderr.write(f"rollout-kit: error: {none_done}; the reasons are above\n")
         return 1

@@ -62,6 +62,7 @@ def summary_line(frame: pd.DataFrame) -> str:
 
 def _write(frame: pd.DataFrame, path: Path) -> None:
     flat = frame.reset_index()
+    path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".csv":
         flat.to_csv(path, index=False)
     elif path.suffix == ".jsonl":

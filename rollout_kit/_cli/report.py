@@ -49,8 +49,10 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 def add_export_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``rollout-kit export FORMAT TRACES... OUT``."""
     parser.add_argument("format", choices=["chrome"], help="export format")
-    parser.add_argument("paths", nargs="+", metavar="TRACES... OUT",
-                        help="trace JSONL files, folders or globs, then the output file")
+    parser.add_argument("traces", nargs="+", metavar="TRACES",
+                        help="trace JSONL or Parquet files, folders or globs")
+    parser.add_argument("out", metavar="OUT", type=Path,
+                        help="the output file (.json; its folder is created)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -74,13 +76,11 @@ def run_report(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     """Run ``rollout-kit export chrome TRACES... OUT.json``; errors propagate to the CLI."""
     progress = False if args.no_progress else None
-    if len(args.paths) < 2:
-        raise ConfigError("export needs at least one trace file and an output file")
-    *sources, target = args.paths
-    out = Path(target)
-    if out.suffix.lower() == ".jsonl" or out.is_dir():
+    out: Path = args.out
+    if out.suffix.lower() in (".jsonl", ".parquet") or out.is_dir():
         raise ConfigError(f"the last path ({out}) is the output file: a .json path")
-    traces = _load(sources, progress)
+    traces = _load(list(args.traces), progress)
+    out.parent.mkdir(parents=True, exist_ok=True)
     trace = write_chrome_trace(traces, out)
     sys.stdout.write(f"wrote {len(trace['traceEvents'])} events to {out}\n")
     return 0

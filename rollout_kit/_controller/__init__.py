@@ -6,7 +6,8 @@ owns results; :mod:`.batching` holds ``rollout_batch`` / ``prepare_batch``.
 
 from __future__ import annotations
 
+from .batching import workflow_error
 from .controller import RolloutController
 from .results import ResultBook
 
-__all__ = ["ResultBook", "RolloutController"]
+__all__ = ["ResultBook", "RolloutController", "workflow_error"]

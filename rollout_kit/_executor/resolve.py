@@ -18,6 +18,7 @@ from typing import Any, TypeAlias
 
 from .._errors import ConfigError, RolloutKitError
 from .._workflows.base import RolloutWorkflow, ValidatesData, WorkflowLike, is_workflow
+from ..tracing import bridge_areal_perf_tracer
 
 WorkflowSpec: TypeAlias = "WorkflowLike | type[Any] | str"
 AcceptFn: TypeAlias = "Callable[[Any], bool | Awaitable[bool]]"
@@ -138,6 +139,7 @@ def workflow_factory(spec: object, workflow_kwargs: dict[str, Any] | None) -> Wo
             ``workflow_kwargs`` given with an instance.
     """
     target = import_object(spec) if isinstance(spec, str) else spec
+    bridge_areal_perf_tracer()  # AReaL's workflows: their perf_tracer calls become phases
     if workflow_kwargs is not None and not isinstance(workflow_kwargs, dict):
         raise ConfigError(f"workflow_kwargs must be a dict, got {type(workflow_kwargs).__name__}")
     if isinstance(target, type):

@@ -114,7 +114,8 @@ class SingleTurnWorkflow(RolloutWorkflow):
 
     def _shape_hint(self) -> str:
         return (f"a prompt str, or a mapping with a non-empty str {self.prompt_key!r} or "
-                f"'input_ids' (token ids), e.g. {{{self.prompt_key!r}: 'What is 2+2?'}}")
+                f"'input_ids' (token ids), e.g. {{{self.prompt_key!r}: 'What is 2+2?'}} or "
+                "{'input_ids': [40, 41, 42]}")
 
     def validate(self, data: Any) -> None:
         """Refuse, at submit time, data without a usable prompt (cheap: no tokenizing).

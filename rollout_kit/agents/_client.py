@@ -11,11 +11,12 @@ so a timeline shows generate → tool → generate.
 
 Retokenization drift: each turn checks that its parent turn's prompt + completion ids are a
 prefix of its own prompt ids and records where they first differ (``drift_at``, -1 when the
-prefix holds; ``None`` when the server returned no ids). ``token_mode="exact"`` cannot
-drift: the client sends the conversation's exact ids itself — the parent's prompt and
-completion ids plus the rendering of the new messages only (AReaL's "concat"), through the
-flavour's completions endpoint — and parses tool calls from the text as vLLM's hermes parser
-does.
+prefix holds; ``None`` when the server returned no ids); the stop token a reply ended on is
+where the template writes its end-of-turn marker, not drift (``turn_drift``).
+``token_mode="exact"`` cannot drift: the client sends the conversation's exact ids itself —
+the parent's prompt and completion ids plus the rendering of the new messages only (AReaL's
+"concat"), through the flavour's completions endpoint — and parses tool calls from the text
+as vLLM's hermes parser does.
 
 Streaming: the call completes, then the chunks are yielded (the engine measures TTFT and
 ITL from the server's own stream with ``EngineConfig(stream=True)``).
@@ -86,6 +87,26 @@ def first_divergence(prefix: list[int], ids: list[int], more: list[int] | None =
         if a != b:
             return i
     return min(len(whole), len(ids))
+
+
+#: finish reasons of a reply that ended on the model's own stop token (EOS, a stop token)
+_STOPPED = frozenset({"stop", "tool_calls"})
+
+
+def turn_drift(parent_prompt: list[int], parent_completion: list[int], finish_reason: str,
+               ids: list[int]) -> int:
+    """Where a turn's prompt ``ids`` leave its parent's prompt + completion (-1: nowhere).
+
+    A reply that ended on a stop token ends in the model's end-of-turn id, and a chat
+    template writes its own end-of-turn marker there (Qwen's ``<|im_end|>`` is both; the
+    simulator's ``plain`` template writes a newline where the model's ``</s>`` was): a
+    difference at exactly that last id is the template's marker, not drift.
+    """
+    at = first_divergence(parent_prompt, ids, parent_completion)
+    last = len(parent_prompt) + len(parent_completion) - 1
+    if at == last and parent_completion and len(ids) > last and finish_reason in _STOPPED:
+        return -1
+    return at
 
 
 @dataclass(slots=True)
@@ -233,6 +254,10 @@ class AgentClient:
     def task_id(self) -> int | None:
         """The task whose sessions the calls become (``None`` outside a traced task)."""
         return self._task_id
+
+    def completion_id(self, turn: Turn) -> str:
+        """The ``id`` of ``turn``'s ``chat.completion`` as the agent received it."""
+        return f"chatcmpl-{self._key}-{turn.index}"
 
     def close(self) -> None:
         """End the client with its task: later calls raise ``AgentClosedError``."""
@@ -391,7 +416,8 @@ class AgentClient:
         prompt = resp.input_tokens
         drift: int | None = None
         if parent is not None and prompt and source != "none" and parent.token_source != "none":
-            drift = first_divergence(parent.prompt_ids, prompt, parent.completion_ids)
+            drift = turn_drift(parent.prompt_ids, parent.completion_ids, parent.finish_reason,
+                               prompt)
         return Turn(index=index, parent=parent.index if parent is not None else -1,
                     session_id=sid, messages=msgs, prompt_ids=prompt,
                     completion_ids=resp.output_tokens, logprobs=resp.output_logprobs,
@@ -548,7 +574,7 @@ def _completion(key: str, index: int, turn: Turn, resp: ModelResponse,
                 logprobs: bool) -> dict[str, Any]:
     """The ``chat.completion`` object as JSON values (the endpoint sends it as is)."""
     return {
-        "id": f"chatcmpl-{key}-{index}", "object": "chat.completion",
+        "id": f"chatcmpl-{key}-{index}", "object": "chat.completion",  # see completion_id
         "created": int(time.time()), "model": resp.server or "rollout_kit",
         "choices": [{"index": 0, "message": turn.message, "finish_reason": turn.finish_reason,
                      "logprobs": _logprobs(turn) if logprobs else None}],

@@ -14,6 +14,7 @@ Usage::
     s = analysis.summary(traces.tasks, sessions=traces.sessions)
     s.latency            # p50/p90/p99/max per metric
     analysis.compare({"baseline": a.tasks, "new": b.tasks})
+    analysis.rl_steps(traces.steps, traces.step_samples, tasks=traces.tasks)  # RL loops
 
 """
 
@@ -21,6 +22,7 @@ from ._agents import drift_table, group_tail, slowest_split, turns
 from ._common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_columns
 from ._groups import by_phase, by_server, slowest
 from ._over_time import concurrency, throughput
+from ._rl import RL_STEP_COLUMNS, rl_steps, rl_summary
 from ._server import SEGMENT_COLUMNS, SERIES_COLUMNS, server_segments, server_series
 from ._slow import WHY_COLUMNS, why_slow
 from ._summaries import Summary, compare, summary
@@ -28,6 +30,7 @@ from ._summaries import Summary, compare, summary
 __all__ = [
     "LATENCY_STATS",
     "PERCENTILES",
+    "RL_STEP_COLUMNS",
     "SEGMENT_COLUMNS",
     "SERIES_COLUMNS",
     "WHY_COLUMNS",
@@ -41,6 +44,8 @@ __all__ = [
     "is_spans",
     "phase_names",
     "require_columns",
+    "rl_steps",
+    "rl_summary",
     "server_segments",
     "server_series",
     "slowest",

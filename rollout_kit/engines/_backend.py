@@ -80,7 +80,7 @@ class Segment:
     text: str | None = None
     prompt_ids: list[int] | None = None
     prompt_tokens: int | None = None
-    cached_tokens: int = 0
+    cached_tokens: int | None = None  # None: the server reported none
     server_timing: dict[str, float] = field(default_factory=dict)
     chunks: list[tuple[int, int]] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)

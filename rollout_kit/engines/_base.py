@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from .._io import ModelRequest, ModelResponse
+from ..tracing import current_session_id, trace_phase, trace_session
+from ._areal_io import request_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,6 +50,26 @@ class InferenceEngine(ABC):
     @abstractmethod
     async def generate_async(self, req: ModelRequest) -> ModelResponse:
         """Generate one completion for ``req``."""
+
+    async def agenerate(self, req: Any) -> ModelResponse:
+        """AReaL's name for :meth:`generate_async`, so AReaL's workflows run unchanged.
+
+        ``req`` is rollout_kit's :class:`~rollout_kit.ModelRequest` or AReaL's (read by its
+        attribute names, every field mapped or refused with a ``ConfigError`` naming it); the
+        response carries AReaL's ``tokenizer``-based properties (``end_with_stop``,
+        ``output_tokens_without_stop``). Called in a task with no session open (AReaL's
+        workflows open none of rollout_kit's), the call is one session with its ``generate``
+        phase, so each sample shows on the timeline.
+        """
+        ours, tokenizer = request_of(req)
+        if current_session_id() is None:
+            with trace_session(), trace_phase("generate"):
+                resp = await self.generate_async(ours)
+        else:
+            resp = await self.generate_async(ours)
+        if tokenizer is not None:
+            resp.tokenizer = tokenizer
+        return resp
 
     @abstractmethod
     async def close_async(self) -> None:

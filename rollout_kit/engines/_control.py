@@ -39,7 +39,20 @@ class ServerControl:
         self._backend = backend
         self._config = config
         self._servers = servers
-        self.paused = False  # the engine paused generation on the servers
+        self._paused = False
+        self._resumed: asyncio.Event | None = None  # set when the pause is lifted
+
+    @property
+    def paused(self) -> bool:
+        """Whether the engine paused generation on the servers."""
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        if not value and self._resumed is not None:
+            self._resumed.set()  # the waiting generations continue at once, not at a poll
+            self._resumed = None
 
     async def call_all(self, req: ControlRequest) -> dict[str, Any]:
         """Send ``req`` to every server concurrently (with retries); answers by server."""
@@ -67,11 +80,12 @@ class ServerControl:
                                           server=server, endpoint=req.endpoint)
 
     async def wait_while_paused(self, server: str) -> None:
-        """Until this engine's pause is lifted and ``server`` says it is not paused."""
-        delay = self._config.pause_poll_interval
-        while self.paused:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_PAUSE_POLL_S)
+        """Until this engine's pause is lifted (woken by it, no polling) and ``server`` says
+        it is not paused."""
+        while self._paused:
+            if self._resumed is None:
+                self._resumed = asyncio.Event()
+            await self._resumed.wait()
         probe = self._backend.paused_probe
         if probe is None:
             return  # SGLang holds new requests itself while paused

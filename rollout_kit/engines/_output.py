@@ -23,7 +23,7 @@ class Output:
     has_text: bool = False
     first_token_ns: int | None = None
     itl: list[float] = field(default_factory=list)
-    cached_tokens: int = 0
+    cached_tokens: int | None = None  # None: no answer reported any
     server_timing: dict[str, float] = field(default_factory=dict)
     # each answer's server_timing with its request written / last byte read (perf_counter_ns)
     answers: list[tuple[dict[str, float], int, int]] = field(default_factory=list)
@@ -45,7 +45,8 @@ class Output:
         if len(seg.chunks) > 1:
             self.itl.extend((b[0] - a[0]) / 1e9
                             for a, b in zip(seg.chunks, seg.chunks[1:], strict=False))
-        self.cached_tokens += seg.cached_tokens
+        if seg.cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + seg.cached_tokens
         self.server_timing.update(seg.server_timing)
         if seg.server_timing:
             self.answers.append((seg.server_timing, seg.sent_ns, seg.done_ns))

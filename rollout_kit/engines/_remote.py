@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .._config import EngineConfig
+from .._config import EngineConfig, GenerationConfig
 from .._errors import (
     ConfigError,
     ControllerStateError,
@@ -79,6 +79,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("rollout_kit.engines")
 
+
+
+def _rest_of(g: GenerationConfig, done: int) -> GenerationConfig:
+    """``g`` for a continuation after ``done`` tokens: what is left of ``min_new_tokens``."""
+    if not done or not g.min_new_tokens:
+        return g
+    return g.new(min_new_tokens=max(0, g.min_new_tokens - done))
 
 
 class _Api(NamedTuple):
@@ -303,7 +310,8 @@ class RemoteInfEngine(InferenceEngine):
                 ids = (prompt + out.tokens if out.tokens else prompt) if prompt else None
                 room = budget - len(out.tokens)
                 payload = self.backend.build_request(
-                    input_ids=ids, text=text, gconfig=g, max_new_tokens=room,
+                    input_ids=ids, text=text, gconfig=_rest_of(g, len(out.tokens)),
+                    max_new_tokens=room,
                     stream=self.config.stream, model=self._model)
                 seg, server = await self._segment(key, payload, self._api, server, state,
                                                   headers)
@@ -403,9 +411,11 @@ class RemoteInfEngine(InferenceEngine):
             output_versions=out.versions, stop_reason=stop,
             text=out.text if out.has_text else None, latency=latency, ttft=ttft,
             itl=out.itl, server=server, n_continuations=n_cont, retries=state.retries,
-            cached_tokens=out.cached_tokens, server_timing=out.server_timing, start=t0 / 1e9)
+            cached_tokens=out.cached_tokens or 0,
+            cached_tokens_reported=out.cached_tokens is not None,
+            server_timing=out.server_timing, start=t0 / 1e9)
         attrs: dict[str, Any] = {"server": server, "stop_reason": stop, "rid": req.rid,
-                                 "cached_tokens": out.cached_tokens}
+                                 "cached_tokens": out.cached_tokens or 0}
         if self.config.stream:
             attrs["ttft_s"] = ttft
             attrs["itl_s"] = sum(out.itl) / len(out.itl) if out.itl else math.nan

@@ -171,6 +171,8 @@ class SGLangBackend(Backend):
             sp["stop"] = list(g.stop)
         if g.stop_token_ids:
             sp["stop_token_ids"] = list(g.stop_token_ids)
+        if g.min_new_tokens:
+            sp["min_new_tokens"] = min(g.min_new_tokens, max_new_tokens)
         if g.seed is not None:
             sp["sampling_seed"] = g.seed
         body: dict[str, Any] = {"sampling_params": sp, "return_logprob": g.logprobs,

@@ -47,13 +47,15 @@ def openai_sampling(g: GenerationConfig, max_new_tokens: int, stream: bool) -> d
 def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
                        stream: bool) -> dict[str, Any]:
     """The optional fields the OpenAI-compatible bodies share (completions and chat): the
-    model, stop strings and ids, the seed, usage in the stream."""
+    model, stop strings and ids, the least output, the seed, usage in the stream."""
     if model:
         body["model"] = model
     if g.stop:
         body["stop"] = list(g.stop)
     if g.stop_token_ids:
         body["stop_token_ids"] = list(g.stop_token_ids)
+    if g.min_new_tokens:
+        body["min_tokens"] = min(g.min_new_tokens, body["max_tokens"])
     if g.seed is not None:
         body["seed"] = g.seed
     if stream:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._config import GenerationConfig
-from .._errors import ConfigError, EngineError
+from .._errors import ConfigError, EngineError, truncate
 from ..agents import AgentClient
 from ..tracing import current_task_id
 from ._datasets.conversation import Conversation, ThinkTime, with_think_time
@@ -66,10 +66,12 @@ class TurnRecord:
     prompt_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    cached_reported: bool = False  # the server reported cached tokens (else: not known)
     retries: int = 0
     itl: list[float] = field(default_factory=list)
     status: str = "pending"
     reason: str | None = None
+    error: str | None = None  # the failure's message (a server's error text)
     session_id: int | None = None
 
     def add(self, t0: float, resp: ModelResponse) -> None:
@@ -80,6 +82,7 @@ class TurnRecord:
         self.prompt_tokens = resp.input_len
         self.output_tokens = resp.output_len
         self.cached_tokens = resp.cached_tokens
+        self.cached_reported = resp.cached_tokens_reported
         self.retries = resp.retries
         self.itl = list(resp.itl)
 
@@ -181,6 +184,8 @@ class ConversationWorkflow:
                     tr.status = "cancelled" if isinstance(exc, asyncio.CancelledError) \
                         else "failed"
                     tr.reason = _reason(exc)
+                    if tr.status == "failed":
+                        tr.error = truncate(str(exc) or type(exc).__name__)
                     raise
                 answered = tr.answered = time.perf_counter()
                 tr.status = "accepted"

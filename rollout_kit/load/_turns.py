@@ -13,11 +13,14 @@ Two frames:
   in the dataset), ``role``, ``think_s``, ``scheduled_s`` (turn 0: the conversation's
   arrival; later: the previous answer + ``think_s``), ``sent_s``, ``queue_wait_s`` (turn 0:
   the conversation's wait for a ``max_concurrency`` slot), ``send_lag_s``, ``done_s``,
-  ``status``, ``reason``, ``warmup``, ``prompt_tokens``, ``output_tokens``,
+  ``status``, ``reason``, ``error`` (a failed turn's message: the server's error text),
+  ``warmup``, ``prompt_tokens``, ``output_tokens``,
   ``cached_tokens`` (``usage.prompt_tokens_details.cached_tokens``; 0 when the server does not
-  report it), ``cache_hit_ratio`` (cached / prompt tokens), ``ttft_s``, ``tpot_s``,
-  ``e2el_s``, ``itl_s``, ``retries``, ``session_id`` (the traced session). Its columns
-  are the request frame's, so :func:`~._metrics.compute_metrics` and the result JSON read it.
+  report it), ``cache_hit_ratio`` (cached / prompt tokens; NaN when not reported — vLLM
+  without ``--enable-prompt-tokens-details`` — never a 0 that reads as "no hits"),
+  ``ttft_s``, ``tpot_s``, ``e2el_s``, ``itl_s``, ``retries``, ``session_id`` (the traced
+  session). Its columns are the request frame's, so :func:`~._metrics.compute_metrics` and
+  the result JSON read it.
 
 :meth:`ConversationRun.metrics` is ``compute_metrics`` over the turns (``vllm bench serve``'s
 keys, each turn a request: what its multi-turn benchmark reports) plus the conversation keys:
@@ -50,9 +53,9 @@ if TYPE_CHECKING:
 
 TURN_COLUMNS = (
     "request_index", "role", "think_s", "scheduled_s", "sent_s", "queue_wait_s",
-    "send_lag_s", "done_s", "status", "reason", "warmup", "prompt_tokens", "output_tokens",
-    "cached_tokens", "cache_hit_ratio", "ttft_s", "tpot_s", "e2el_s", "itl_s", "retries",
-    "session_id",
+    "send_lag_s", "done_s", "status", "reason", "error", "warmup", "prompt_tokens",
+    "output_tokens", "cached_tokens", "cache_hit_ratio", "ttft_s", "tpot_s", "e2el_s", "itl_s",
+    "retries", "session_id",
 )
 _MS = 1000.0
 
@@ -181,9 +184,10 @@ def conversation_metrics(frame: pd.DataFrame, turns: pd.DataFrame, *, duration_s
     done = t[np.isin(t["status"].astype(str).to_numpy(), COMPLETED_STATUSES)]
     turn_no = done.index.get_level_values("turn").to_numpy()
     later = done[turn_no > 0]
-    prompt = float(later["prompt_tokens"].sum())
-    out["cache_hit_ratio"] = (float(later["cached_tokens"].sum()) / prompt if prompt > 0
-                              else math.nan)
+    known = _reported(later)
+    prompt = float(known["prompt_tokens"].sum())
+    out["cache_hit_ratio"] = (float(known["cached_tokens"].sum()) / prompt if prompt > 0
+                              else math.nan)  # NaN: the server reported no cached tokens
     for name, part in (("first_turn", done[turn_no == 0]), ("later_turns", later)):
         ttft = part["ttft_s"].to_numpy(dtype=float)
         ttft = ttft[np.isfinite(ttft)]
@@ -218,7 +222,8 @@ def turn_table(turns: pd.DataFrame, *, percentiles: Sequence[float] = (50, 99),
         g = t[idx == k]
         ok = np.isin(status[idx == k], COMPLETED_STATUSES)
         d = g[ok]
-        prompt = float(d["prompt_tokens"].sum())
+        known = _reported(d)
+        prompt = float(known["prompt_tokens"].sum())
         ttft = d["ttft_s"].to_numpy(dtype=float)
         ttft = ttft[np.isfinite(ttft)] * _MS
         e2el = d["e2el_s"].to_numpy(dtype=float)
@@ -226,8 +231,10 @@ def turn_table(turns: pd.DataFrame, *, percentiles: Sequence[float] = (50, 99),
         row: dict[str, Any] = {
             "turn": k, "turns": int(ok.sum()), "failed": int((status[idx == k] == "failed").sum()),
             "mean_prompt_tokens": float(d["prompt_tokens"].mean()) if len(d) else math.nan,
-            "mean_cached_tokens": float(d["cached_tokens"].mean()) if len(d) else math.nan,
-            "cache_hit_ratio": float(d["cached_tokens"].sum()) / prompt if prompt else math.nan,
+            "mean_cached_tokens": (float(known["cached_tokens"].mean()) if len(known)
+                                   else math.nan),
+            "cache_hit_ratio": (float(known["cached_tokens"].sum()) / prompt if prompt
+                                else math.nan),
             "mean_ttft_ms": float(ttft.mean()) if len(ttft) else math.nan,
         }
         for p in percentiles:
@@ -292,12 +299,14 @@ def build_conversation_run(run: LoadRun, records: Mapping[int, ConversationRecor
             cols["done_s"].append((tr.answered if ok else tr.end) - origin)
             cols["status"].append(tr.status)
             cols["reason"].append(tr.reason)
+            cols["error"].append(tr.error)
             cols["warmup"].append(bool(warm[j]))
             cols["prompt_tokens"].append(tr.prompt_tokens if ok else 0)
             cols["output_tokens"].append(tr.output_tokens if ok else 0)
             cols["cached_tokens"].append(tr.cached_tokens if ok else 0)
-            cols["cache_hit_ratio"].append(tr.cached_tokens / tr.prompt_tokens
-                                           if ok and tr.prompt_tokens else math.nan)
+            cols["cache_hit_ratio"].append(tr.cached_tokens / tr.prompt_tokens  # NaN: not
+                                           if ok and tr.prompt_tokens and tr.cached_reported
+                                           else math.nan)                 # reported
             cols["ttft_s"].append(first if ok else math.nan)
             cols["tpot_s"].append(math.nan)
             cols["e2el_s"].append(e2el if ok else math.nan)
@@ -322,8 +331,16 @@ def build_conversation_run(run: LoadRun, records: Mapping[int, ConversationRecor
     return ConversationRun(load=load, turns=turns)
 
 
+def _reported(turns: pd.DataFrame) -> pd.DataFrame:
+    """The turns whose server reported cached tokens (a frame without ``cache_hit_ratio``:
+    all of them)."""
+    if "cache_hit_ratio" not in turns.columns:
+        return turns
+    return turns[turns["cache_hit_ratio"].notna().to_numpy()]
+
+
 def _column(name: str, values: list[Any]) -> Any:
-    if name in ("status", "reason", "role", "itl_s"):
+    if name in ("status", "reason", "error", "role", "itl_s"):
         out = np.empty(len(values), dtype=object)
         for i, v in enumerate(values):
             out[i] = v

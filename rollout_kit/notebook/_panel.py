@@ -38,6 +38,8 @@ def _reward_of(result: RolloutResult | None) -> float:
     """Mean reward of a result's trajectory (``nan`` when it has none)."""
     traj = None if result is None else result.trajectory
     rewards: Any = traj.get("rewards") if isinstance(traj, dict) else traj
+    if callable(getattr(rewards, "tolist", None)):  # a tensor or array (AReaL's trajectories)
+        rewards = rewards.tolist()
     if isinstance(rewards, int | float) and not isinstance(rewards, bool):
         return float(rewards)
     if isinstance(rewards, Sequence) and rewards and all(

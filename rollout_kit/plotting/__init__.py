@@ -23,6 +23,7 @@ Usage::
     ax = plotting.plot_timeline(traces.spans, tasks=traces.tasks,
                                 server_metrics=traces.server_metrics)  # + server lanes
     plotting.plot_why_slow(analysis.why_slow(traces))       # the slowest tasks, part by part
+    fig = plotting.rl_figure(t.steps, t.spans, t.step_samples, events=t.events)  # RL loops
 """
 
 from __future__ import annotations
@@ -46,13 +47,24 @@ from ._load import (
     plot_latency_vs_throughput,
     plot_send_lag,
 )
+from ._rl import (
+    TRAINER_COLORS,
+    RLTimelineLayout,
+    plot_rl_timeline,
+    plot_staleness_sweep,
+    plot_step_split,
+    rl_figure,
+    rl_timeline_layout,
+)
 from ._server import lane_layout, plot_server_lanes, plot_why_slow, why_slow_figure
 from ._timeline import plot_timeline, timeline_figure
 
 __all__ = [
     "IDLE_COLOR",
     "QUEUED_COLOR",
+    "RLTimelineLayout",
     "STATUS_COLORS",
+    "TRAINER_COLORS",
     "conversation_figure",
     "dashboard",
     "lane_layout",
@@ -63,14 +75,19 @@ __all__ = [
     "plot_latency_hist",
     "plot_latency_scatter",
     "plot_latency_vs_throughput",
+    "plot_rl_timeline",
     "plot_send_lag",
     "plot_server_lanes",
     "plot_server_load",
+    "plot_staleness_sweep",
+    "plot_step_split",
     "plot_throughput",
     "plot_timeline",
     "plot_ttft_by_turn",
     "plot_ttft_vs_cache_hit",
     "plot_why_slow",
+    "rl_figure",
+    "rl_timeline_layout",
     "save_plot",
     "throughput_window",
     "timeline_figure",

@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -25,6 +24,7 @@ from ._common import (
     floats,
     no_data,
 )
+from ._figure import new_figure
 from ._timeline import plot_timeline
 
 
@@ -384,8 +384,7 @@ def dashboard(tasks: pd.DataFrame, spans: pd.DataFrame | None = None,
     Returns:
         The Figure (2 × 2 Axes).
     """
-    fig = (plt.figure(figsize=figsize, layout="constrained") if pyplot
-           else Figure(figsize=figsize, layout="constrained"))
+    fig = new_figure(figsize, pyplot)
     a = fig.subplots(2, 2).ravel()
     plot_timeline(spans if spans is not None else tasks, tasks=tasks if spans is not None
                   else None, ax=a[0])

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ._common import F64, axes_for, floats, no_data
+from ._figure import new_figure
 
 _COMPLETED = ("accepted", "rejected")
 
@@ -146,8 +146,7 @@ def conversation_figure(turns: pd.DataFrame, *, figsize: tuple[float, float] = (
         pyplot: create the figure through pyplot (inline in notebooks); ``False`` makes a
             standalone ``Figure``.
     """
-    fig = (plt.figure(figsize=figsize, layout="constrained") if pyplot
-           else Figure(figsize=figsize, layout="constrained"))
+    fig = new_figure(figsize, pyplot)
     left, right = fig.subplots(1, 2)
     plot_ttft_by_turn(turns, ax=left)
     plot_ttft_vs_cache_hit(turns, ax=right)

@@ -38,6 +38,7 @@ from matplotlib.figure import Figure
 
 from ..tracing import _schema as S
 from ._common import F64, STATUS_COLORS, axes_for, check_choice, floats, no_data
+from ._figure import new_figure
 from ._server import lane_layout
 
 SATURATED_COLOR = "#dc2626"
@@ -374,8 +375,7 @@ def load_sweep_figure(sweep: pd.DataFrame, frame: pd.DataFrame | None = None, *,
     windows = (_level_windows(sweep) if server_metrics is not None and len(server_metrics)
                else [])
     size = (figsize[0], figsize[1] + 2.8) if windows else figsize
-    fig = (plt.figure(figsize=size, layout="constrained") if pyplot
-           else Figure(figsize=size, layout="constrained"))
+    fig = new_figure(size, pyplot)
     if windows:
         assert server_metrics is not None
         subs = np.asarray(fig.subfigures(2, 1, height_ratios=[figsize[1], 2.8]),

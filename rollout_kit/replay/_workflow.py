@@ -79,19 +79,24 @@ class ReplayWorkflow(RolloutWorkflow):
         return [row for part in parts for row in part]
 
 
+def _not_in_dump(task_id: object) -> str:
+    return (f"task {task_id} is not in the dump (a task's calls are written when it ends: "
+            "a task still running is not there yet)")
+
+
 def replay_tasks(dump: pd.DataFrame, task_ids: Any = None
                  ) -> tuple[list[ReplayTask], list[tuple[CallKey, dict[str, Any]]]]:
     """The tasks to replay from a dump frame, and a ``not_replayed`` row per asked task id
     that the dump does not hold."""
     if dump.empty:
-        return [], [((int(t), pd.NA, pd.NA), missing_row(f"task {t} is not in the dump"))
+        return [], [((int(t), pd.NA, pd.NA), missing_row(_not_in_dump(t)))
                     for t in (task_ids or ())]
     by_task: dict[int, list[tuple[CallKey, Mapping[str, Any]]]] = {}
     for key, call in zip(dump.index, dump.to_dict("records"), strict=True):
         by_task.setdefault(int(key[0]), []).append(
             ((int(key[0]), key[1], key[2]), {str(k): v for k, v in call.items()}))
     wanted = list(by_task) if task_ids is None else [int(t) for t in task_ids]
-    missing = [((t, pd.NA, pd.NA), missing_row(f"task {t} is not in the dump"))
+    missing = [((t, pd.NA, pd.NA), missing_row(_not_in_dump(t)))
                for t in wanted if t not in by_task]
     tasks = [ReplayTask(t, tuple(by_task[t])) for t in wanted if t in by_task]
     return tasks, missing

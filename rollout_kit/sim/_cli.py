@@ -40,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load-factor", type=float, default=d.load_factor)
     parser.add_argument("--jitter-cv", type=float, default=d.jitter_cv)
     parser.add_argument("--mean-output-tokens", type=int, default=d.mean_output_tokens)
+    parser.add_argument("--output-length", choices=("uniform", "lognormal"),
+                        default=d.output_length,
+                        help="length model: lognormal gives every output a long-tailed "
+                             "length with mean --mean-output-tokens")
+    parser.add_argument("--output-length-sigma", type=float, default=d.output_length_sigma,
+                        help="the lognormal's log-sd (its tail)")
+    parser.add_argument("--weight-update-s", type=float, default=d.weight_update_s,
+                        help="seconds one /update_weights_from_disk takes (SGLang)")
     parser.add_argument("--seed", type=int, default=d.seed)
     parser.add_argument("--accuracy", type=float, default=d.accuracy,
                         help="probability an arithmetic prompt ('What is 17+25?') is "
@@ -77,7 +85,9 @@ def _config(args: argparse.Namespace) -> SimConfig:
         prefill_overhead_s=args.prefill_overhead_s,
         prefill_per_token_s=args.prefill_per_token_s, itl_s=args.itl_s,
         load_factor=args.load_factor, jitter_cv=args.jitter_cv,
-        mean_output_tokens=args.mean_output_tokens, seed=args.seed, accuracy=args.accuracy,
+        mean_output_tokens=args.mean_output_tokens, output_length=args.output_length,
+        output_length_sigma=args.output_length_sigma, weight_update_s=args.weight_update_s,
+        seed=args.seed, accuracy=args.accuracy,
         paused_new_requests=args.paused_new_requests, faults=faults,
         chat_template=args.chat_template,
         prompt_tokens_details=args.enable_prompt_tokens_details,

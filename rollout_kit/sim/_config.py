@@ -73,6 +73,14 @@ class SimConfig:
             the same ``seed`` sampling parameter; temperature 0 is one fixed draw per prompt
             (right for about ``accuracy`` of the prompts). Other prompts get seeded filler.
         mean_output_tokens: mean length (EOS included) of random completions.
+        output_length: the length model. ``"uniform"``: random completions are uniform in
+            ``[1, 2·mean_output_tokens − 1]`` and answers are as long as they are.
+            ``"lognormal"``: every completion (per request, seeded like its text) is
+            lognormal with mean ``mean_output_tokens`` and log-sd ``output_length_sigma``,
+            an answer coming after digit-free filler (a long "reasoning" before it) — the
+            long tail of RL generation lengths that a synchronous RL step waits for.
+        output_length_sigma: the lognormal's log-sd (the tail: 0 is a fixed length, 1 puts
+            the 99th percentile near 5× the median).
         otlp_traces_endpoint: an OTLP/HTTP ``/v1/traces`` URL on loopback: each finished
             request is exported there as an ``llm_request`` span with vLLM's attribute
             names, a child of its ``traceparent`` (needs the
@@ -99,7 +107,8 @@ class SimConfig:
         sglang_incremental_streaming: SGLang ``--incremental-streaming-output`` (deltas).
         stream_chunk_tokens: tokens per stream chunk.
         vllm_version / sglang_version: versions reported by ``/version`` / ``/server_info``.
-        weight_update_s: simulated duration of ``/update_weights_from_disk``.
+        weight_update_s: simulated duration of ``/update_weights_from_disk`` (SGLang flavour;
+            like every duration, times ``time_scale``; none with ``zero_latency``).
         faults: the fault plan the server starts with (copied; change it at run time).
         tokenizer: ``None`` for the byte tokenizer (UTF-8 bytes + 3), or the path of a Hugging
             Face ``tokenizer.json`` (or a folder holding one, e.g. a model folder) to count
@@ -122,6 +131,8 @@ class SimConfig:
     answer_fn: Callable[[str], str] | None = None
     accuracy: float = 0.7
     mean_output_tokens: int = 64
+    output_length: Literal["uniform", "lognormal"] = "uniform"
+    output_length_sigma: float = 1.0
     honor_seed: bool = True
     otlp_traces_endpoint: str | None = None
     default_max_tokens: int = 16
@@ -154,7 +165,7 @@ class SimConfig:
             v = getattr(self, name)
             _check(_count(v) and v >= 0, f"SimConfig.{name} must be an int >= 0, got {v!r}")
         for name in ("time_scale", "prefill_overhead_s", "prefill_per_token_s", "itl_s",
-                     "jitter_cv", "weight_update_s"):
+                     "jitter_cv", "weight_update_s", "output_length_sigma"):
             v = getattr(self, name)
             _check(_num(v) and v >= 0, f"SimConfig.{name} must be a number >= 0, got {v!r}")
         _check(_num(self.load_factor) and self.load_factor >= 1,
@@ -168,6 +179,8 @@ class SimConfig:
         _check(self.paused_new_requests in ("hold", "reject"),
                "paused_new_requests must be 'hold' or 'reject', "
                f"got {self.paused_new_requests!r}")
+        _check(self.output_length in ("uniform", "lognormal"),
+               f"output_length must be 'uniform' or 'lognormal', got {self.output_length!r}")
         _check(self.chat_template in ("plain", "drop_think"),
                f"chat_template must be 'plain' or 'drop_think', got {self.chat_template!r}")
         _check(self.faults is None or isinstance(self.faults, FaultPlan),

@@ -5,7 +5,9 @@ ends. Latency (``state``) only decides *when* each token is released. The text i
 precedence: ``answer_fn(prompt)`` when configured; else the answer model's reply
 (``answers.arithmetic_answer``: ``"The answer is N."`` for an arithmetic question, right with
 probability ``SimConfig.accuracy``); else printable pseudo-random filler with an EOS at a seeded
-length. An answer is followed by EOS (or, with ``ignore_eos``, padded with digit-free filler to
+length. With a lognormal length model (``length_sigma``) every output's length is one seeded
+lognormal draw: filler ("reasoning", digit-free) then the answer, or filler alone. An answer
+is followed by EOS (or, with ``ignore_eos``, padded with digit-free filler to
 the token budget; with ``min_tokens``, padded to ``min_tokens`` before the EOS). Stop strings,
 ``stop_token_ids``, ``ignore_eos``, ``min_tokens`` and the token budget are honoured the way
 vLLM/SGLang do: the matching token is kept in the ids, and its text (or the stop string) is
@@ -24,6 +26,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Literal
 
 from ._tokenizer import SimTokenizer
@@ -33,6 +36,7 @@ _MASK = (1 << 64) - 1
 _LCG_A = 6364136223846793005
 _LCG_C = 1442695040888963407
 _INV53 = 1.0 / (1 << 53)
+_STD_NORMAL = NormalDist()
 
 FinishKind = Literal["eos", "token", "string", "length"]
 
@@ -197,8 +201,17 @@ class _LazyLogprobs:
         self.greedy = greedy
 
 
+def lognormal_length(x: int, mean: float, sigma: float) -> int:
+    """A length >= 1 from the 64-bit draw ``x``: lognormal with mean ``mean`` and log-sd
+    ``sigma`` (``mu = ln(mean) - sigma²/2``), so the mean stays put as the tail grows."""
+    u = ((x >> 11) + 0.5) * _INV53  # in (0, 1)
+    z = _STD_NORMAL.inv_cdf(u)
+    return max(1, round(math.exp(math.log(mean) - 0.5 * sigma * sigma + sigma * z)))
+
+
 def plan_output(tokenizer: SimTokenizer, spec: SamplingSpec, key: int, *,
-                answer: str | None, mean_output_tokens: int) -> OutputPlan:
+                answer: str | None, mean_output_tokens: int,
+                length_sigma: float | None = None) -> OutputPlan:
     """Decide the whole output of one sequence.
 
     Args:
@@ -208,6 +221,10 @@ def plan_output(tokenizer: SimTokenizer, spec: SamplingSpec, key: int, *,
         answer: the answer text (``answer_fn`` or the answer model), else ``None`` for
             random filler.
         mean_output_tokens: mean length of random completions (EOS included).
+        length_sigma: ``None`` for the uniform model (random completions uniform in
+            ``[1, 2·mean − 1]``, answers as they are); else the log-sd of a lognormal length
+            (mean ``mean_output_tokens``) that every completion gets, an answer placed after
+            digit-free filler (unless ``ignore_eos`` pads it to the budget anyway).
 
     Returns:
         The plan; ``len(plan) <= spec.max_tokens``.
@@ -235,7 +252,17 @@ def plan_output(tokenizer: SimTokenizer, spec: SamplingSpec, key: int, *,
             out.append(pad[(x >> 33) % len(pad)])
         return out
 
-    if answer is not None:
+    if length_sigma is not None and not spec.ignore_eos:
+        x = (x * _LCG_A + _LCG_C) & _MASK
+        length = max(lognormal_length(x, mean_output_tokens, length_sigma),
+                     spec.min_tokens + 1)
+        body = tokenizer.encode(answer) if answer is not None else []
+        n_pad = max(length - 1 - len(body), 0)
+        cand = pad_tokens(n_pad) + body if answer is not None else rand_tokens(n_pad)
+        cand = cand[:max_tokens]
+        if len(cand) < max_tokens:
+            cand.append(eos)
+    elif answer is not None:
         cand = tokenizer.encode(answer)[:max_tokens]
         pad_to = max_tokens if spec.ignore_eos else min(spec.min_tokens, max_tokens)
         if len(cand) < pad_to:

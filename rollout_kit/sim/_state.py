@@ -191,7 +191,9 @@ class SimEngine:
                 prompt_ids[-512:])
             answer = arithmetic_answer_text(text, cfg.accuracy, key)
         seq.plan = plan_output(self.tokenizer, spec, key, answer=answer,
-                               mean_output_tokens=self.config.mean_output_tokens)
+                               mean_output_tokens=cfg.mean_output_tokens,
+                               length_sigma=(cfg.output_length_sigma
+                                             if cfg.output_length == "lognormal" else None))
         return seq
 
     def _tool_reply(self, prompt_ids: Sequence[int], prompt_text: str | None) -> str | None:

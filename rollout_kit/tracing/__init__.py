@@ -8,6 +8,8 @@
   on the current tracer/task/session carried in ``contextvars``.
 - Phases are a registry (:func:`register_phase`); the frames' column names live in
   ``schema`` (``from rollout_kit.tracing import schema``; below).
+- AReaL's ``perf_tracer`` calls inside a workflow are recorded as that task's sessions and
+  phases (:func:`bridge_areal_perf_tracer`, installed on its own when AReaL is imported).
 - :func:`reanchor` prepares a task record traced in another process for :meth:`Tracer.ingest`.
 
 """
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 from . import _schema as schema
+from ._areal import bridge_areal_perf_tracer, unbridge_areal_perf_tracer
 from ._chrome import to_chrome_trace
 from ._context import current_session_id, current_task_id
 from ._dumps import TrajectoryDump, load_dump, read_areal_dump
@@ -44,6 +47,7 @@ __all__ = [
     "TrajectoryDump",
     "annotate",
     "atrace_phase",
+    "bridge_areal_perf_tracer",
     "compact_trace",
     "current_session_id",
     "current_task_id",
@@ -67,4 +71,5 @@ __all__ = [
     "to_chrome_trace",
     "trace_session",
     "traceparent",
+    "unbridge_areal_perf_tracer",
 ]

@@ -42,6 +42,7 @@ import operator
 import os
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,7 +145,8 @@ class TrajectoryDump:
         seed: the run seed that per-call seeds are derived from when a call has none.
         text: record prompt and output text too; ``False`` keeps only token ids.
         flush_threshold: write once this many records are pending (and on
-            :meth:`flush`, which the tracer's ``flush()`` / ``close()`` call).
+            :meth:`flush`, which the tracer calls when a task ends and on its ``flush()`` /
+            ``close()``: a task's calls can be read back as soon as it ends).
         worker: a name for the file (default: ``main``).
 
     Attributes:
@@ -298,6 +300,10 @@ def load_dump(paths: StrPath | Sequence[StrPath]) -> pd.DataFrame:
     Python lists, ``versions`` expanded to one per output token, ``sampling`` the full
     parameter dict, ``seed`` and ``temperature`` pulled out), plus ``source`` (the file).
 
+    A task's calls are in the file once the task has ended; when no file holds a call yet
+    (a run still in progress, or calls outside any task not flushed) the frame is empty and
+    a :class:`UserWarning` says so.
+
     Raises:
         ConfigError: nothing matches ``paths``.
         TraceSchemaError: a file is not a rollout_kit dump, comes from another schema version
@@ -305,7 +311,8 @@ def load_dump(paths: StrPath | Sequence[StrPath]) -> pd.DataFrame:
             is malformed (file and line number).
     """
     rows: list[dict[str, Any]] = []
-    for path in expand_paths(paths, pattern="trajectories-*.jsonl", what="dump"):
+    files = expand_paths(paths, pattern="trajectories-*.jsonl", what="dump")
+    for path in files:
         where = os.fspath(path)
         records = jsonl_objects(path)
         first = next(records, None)
@@ -325,6 +332,11 @@ def load_dump(paths: StrPath | Sequence[StrPath]) -> pd.DataFrame:
             except (KeyError, TypeError, ValueError) as exc:
                 raise TraceSchemaError(f"{where}: line {line} is not a generation record: "
                                        f"{truncate(repr(exc))}") from None
+    if not rows:
+        names = ", ".join(os.fspath(p) for p in files[:3]) + (" …" if len(files) > 3 else "")
+        warnings.warn(f"no recorded calls in {names} yet: a call is written when its task "
+                      "ends; calls made outside a task are written at Tracer.flush() or "
+                      "close() (RolloutController.close())", UserWarning, stacklevel=2)
     return _frame(rows)
 
 

@@ -29,6 +29,7 @@ from ._store import (
     Snapshot,
 )
 from ._store.metrics import MetricRows
+from ._store.steps import SAMPLE_FIELDS, STEP_FIELDS, StepRows
 
 _STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
 _STRING = pd.StringDtype()
@@ -57,6 +58,40 @@ def empty_server_metrics() -> pd.DataFrame:
     """A server metrics frame without rows (the columns and dtypes of
     ``Traces.server_metrics``)."""
     return build_server_metrics(MetricRows(), 0)
+
+
+def empty_steps() -> pd.DataFrame:
+    """A steps frame without rows (the columns and dtypes of ``Traces.steps``)."""
+    return build_steps(StepRows(), 0)[0]
+
+
+def empty_step_samples() -> pd.DataFrame:
+    """A step samples frame without rows (``Traces.step_samples``)."""
+    return build_steps(StepRows(), 0)[1]
+
+
+def build_steps(rows: StepRows, epoch_ns: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The steps frame (index ``step``) and the step samples frame (index ``task_id``)."""
+    steps = list(zip(*rows.steps, strict=True)) or [()] * len(STEP_FIELDS)
+    col = dict(zip(STEP_FIELDS, steps, strict=True))
+    frame: dict[str, Any] = {S.VERSION: pd.array(col[S.VERSION], dtype="Int64")}
+    for name in S.STEP_TIMES:
+        frame[name] = np.array([np.nan if v is None else (v - epoch_ns) / 1e9
+                                for v in col[name]], dtype=np.float64)
+    frame[S.SAMPLES] = pd.array(col[S.SAMPLES], dtype="Int64")
+    frame[S.TOKENS] = pd.array(col[S.TOKENS], dtype="Int64")
+    frame[S.STEP_STATUS] = pd.array(col[S.STEP_STATUS], dtype=_STRING)
+    frame[S.ERROR] = pd.array(col[S.ERROR], dtype=_STRING)
+    steps_df = pd.DataFrame(frame, index=pd.Index(np.asarray(col[S.STEP], dtype=np.int64),
+                                                  name=S.STEP))
+    samples = list(zip(*rows.samples, strict=True)) or [()] * len(SAMPLE_FIELDS)
+    scol = dict(zip(SAMPLE_FIELDS, samples, strict=True))
+    samples_df = pd.DataFrame(
+        {name: (np.asarray(scol[name], dtype=bool) if name == S.PARTIAL
+                else np.asarray(scol[name], dtype=np.int64))
+         for name in S.STEP_SAMPLE_COLUMNS},
+        index=pd.Index(np.asarray(scol[S.TASK_ID], dtype=np.int64), name=S.TASK_ID))
+    return steps_df.sort_index(kind="stable"), samples_df
 
 
 def _categories(codes: np.ndarray, names: list[str]) -> Any:
@@ -102,6 +137,10 @@ class Traces:
             ``value``; :class:`~rollout_kit.engines.MetricsScraper`); empty when nothing was
             scraped.
             :func:`rollout_kit.analysis.server_series` turns it into named series.
+        steps: one row per training step of an RL loop (:mod:`rollout_kit.rl`), indexed by
+            ``step`` (:data:`~rollout_kit.tracing.schema.STEP_COLUMNS`); empty otherwise.
+        step_samples: one row per result an RL step consumed, indexed by ``task_id``
+            (:data:`~rollout_kit.tracing.schema.STEP_SAMPLE_COLUMNS`).
     """
 
     tasks: pd.DataFrame
@@ -110,6 +149,8 @@ class Traces:
     wall_epoch: float
     events: pd.DataFrame = field(default_factory=empty_events)
     server_metrics: pd.DataFrame = field(default_factory=empty_server_metrics)
+    steps: pd.DataFrame = field(default_factory=empty_steps)
+    step_samples: pd.DataFrame = field(default_factory=empty_step_samples)
 
     def to_datetime(self, seconds: pd.Series | float) -> Any:
         """Convert seconds since the epoch (a column or a number) to UTC datetimes."""
@@ -444,9 +485,11 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
                                                     errors="coerce").astype("float64") \
             - wall_epoch
     events = _events(snap, sess_first, epoch_ns)
+    steps, step_samples = build_steps(snap.steps, epoch_ns)
     return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch,
                   events=events,
-                  server_metrics=build_server_metrics(snap.server_metrics, epoch_ns))
+                  server_metrics=build_server_metrics(snap.server_metrics, epoch_ns),
+                  steps=steps, step_samples=step_samples)
 
 
 def _events(snap: Snapshot, sess_first: np.ndarray, epoch_ns: int) -> pd.DataFrame:

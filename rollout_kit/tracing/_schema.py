@@ -25,6 +25,14 @@ The events frame (``Traces.events``, :data:`EVENT_COLUMNS`) holds timestamped ev
 session, one row each: ``continue`` when the engine resent a generation a server had aborted,
 with the weight ``version`` it resumed under (the sessions frame's ``continuations`` counts
 them).
+
+The RL steps frame (``Traces.steps``, :data:`STEP_COLUMNS`, index ``step``) holds one row per
+training step of :mod:`rollout_kit.rl`: the weight ``version`` it trained on, when it started
+waiting, its batch was ready, training ran and the weight update ran (pause → update →
+continue), how many results and output tokens it consumed. The step samples frame
+(``Traces.step_samples``, :data:`STEP_SAMPLE_COLUMNS`, index ``task_id``) holds one row per
+consumed result: its ``step``, its tokens' oldest and newest weight version, its staleness
+and whether it is a partial rollout.
 """
 
 from __future__ import annotations
@@ -111,6 +119,30 @@ LABELS = "labels"
 VALUE = "value"
 
 SERVER_METRIC_COLUMNS = (TS, SERVER, METRIC, LABELS, VALUE)
+
+# -- RL steps frame (index: step; one row per training step of ``rollout_kit.rl``) ----------
+STEP = "step"
+BATCH_READY_TS = "batch_ready_ts"  # the step's batch of accepted results was complete
+TRAIN_START_TS = "train_start_ts"
+TRAIN_END_TS = "train_end_ts"
+UPDATE_START_TS = "update_start_ts"  # pause_generation sent
+UPDATE_END_TS = "update_end_ts"  # continue_generation answered
+SAMPLES = "samples"  # results (tasks) the step consumed
+TOKENS = "tokens"  # output tokens of those results
+STEP_STATUS = "status"  # "ok", "train_failed", "update_failed", "cancelled"
+
+#: times of a step (ns in records, seconds on the trace clock in the frame), in order
+STEP_TIMES = (START_TS, BATCH_READY_TS, TRAIN_START_TS, TRAIN_END_TS, UPDATE_START_TS,
+              UPDATE_END_TS)
+STEP_COLUMNS = (VERSION, *STEP_TIMES, SAMPLES, TOKENS, STEP_STATUS, ERROR)
+
+# -- RL step samples frame (one row per consumed result; index: task_id) -------------------
+VERSION_MIN = "version_min"  # the oldest weight version among its output tokens
+VERSION_MAX = "version_max"
+STALENESS = "staleness"  # the consuming step's version − version_min
+PARTIAL = "partial"  # its tokens carry two or more versions (interrupted by an update)
+
+STEP_SAMPLE_COLUMNS = (STEP, VERSION_MIN, VERSION_MAX, STALENESS, PARTIAL, TOKENS)
 
 
 PHASE_SESSION_SUFFIX = "_session_s"

@@ -12,6 +12,7 @@ and a closed controller is freed by reference counting alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import Context
 from time import perf_counter_ns
 
@@ -19,6 +20,10 @@ from . import _context as ctx
 from ._codes import DISPATCH, START
 from ._context import Recorder
 from ._live import LiveTable
+
+#: Run with each task's id in its new context at dispatch: another library's own "current
+#: task" variable (AReaL's ``perf_tracer.set_task_id``, :mod:`._areal`) is set there.
+TASK_CONTEXT_HOOKS: list[Callable[[int], object]] = []
 
 
 class TaskStarts:
@@ -47,6 +52,8 @@ class TaskStarts:
             self._mark(task_id, DISPATCH, "dispatch")
         context = self._template.copy()
         context.run(ctx.TASK.set, task_id)
+        for hook in TASK_CONTEXT_HOOKS:
+            context.run(hook, task_id)
         return context
 
     def start(self, task_id: int) -> None:

@@ -51,13 +51,14 @@ from . import _context as ctx
 from . import _schema as S
 from ._codes import EVENT_CODES, PENDING, STATUS_CODES
 from ._dumps import TrajectoryDump
-from ._frames import Traces, build_server_metrics, build_traces
+from ._frames import Traces, build_server_metrics, build_steps, build_traces
 from ._live import ENDED, NEW, OPEN, LiveSession, LiveTable
 from ._parquet import read_info, write_snapshot
 from ._persist import append_records, compact_trace, parquet_path, source_info
 from ._scopes import PhaseScope, SessionScope, TaskScope
 from ._starts import TaskStarts
 from ._store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
+from ._store.steps import SAMPLE_FIELDS, STEP_FIELDS
 
 TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
 SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
@@ -81,8 +82,8 @@ class Tracer:
     """Records task lifecycles, sessions and phase spans; builds DataFrames; writes JSONL.
 
     Args:
-        path: JSONL file to write (truncated at creation and on :meth:`reset`, then appended
-            one line of columns per flush); ``None`` keeps
+        path: JSONL file to write (its folder created; truncated at creation and on
+            :meth:`reset`, then appended one line of columns per flush); ``None`` keeps
             records in memory only.
         flush_threshold: write to ``path`` once this many records (finished tasks, late
             marks) are pending.
@@ -91,7 +92,7 @@ class Tracer:
             distinct ids).
         dump: a :class:`~rollout_kit.tracing.TrajectoryDump` (or its directory):
             every engine call inside a traced task writes its replay coordinate there;
-            flushed with the traces.
+            written when its task ends (and flushed with the traces).
         parquet: with a ``path``, :meth:`close` also compacts the trace to Parquet next to
             it (``X.jsonl`` → ``X.parquet``, :attr:`parquet_path`), which ``load_traces``
             reads several times faster than the JSONL; the JSONL stays, the crash-safe
@@ -142,11 +143,13 @@ class Tracer:
         self._ingested = IdSet()  # ids of ingested task records: later marks are merged
         self._cursor = (0, 0, 0, 0)
         self._metrics_cursor = 0  # server metrics rows written to the file
+        self._steps_cursor = (0, 0)  # RL step and step sample rows written to the file
         self._due = 0  # records committed since the last write (what triggers a flush)
         self._drained = False  # records left the store (drain_records): the file has more
         self._compacted: int | None = None  # JSONL size the Parquet form was written at
         if self.path is not None:
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)  # as a dump's folder
                 append_records(self.path, [self._header()], truncate=True)
             except OSError as exc:
                 raise ConfigError(f"cannot write the trace file {os.fspath(self.path)!r}: "
@@ -306,6 +309,8 @@ class Tracer:
             lock.release()
         if flush:
             self.flush()
+        elif self.dump is not None and self.dump.pending:
+            self.dump.flush()  # a task's calls are readable (load_dump, replay) once it ends
 
     # -- server metrics ---------------------------------------------------------------------
     def record_server_metrics(self, server: str, samples: Iterable[tuple[str, str, float]],
@@ -345,12 +350,49 @@ class Tracer:
             rows = self._store.server_metrics.rows(start)
         return build_server_metrics(rows, self.epoch_ns)
 
-    def _metrics_record(self) -> dict[str, Any] | None:
-        """The server metrics rows not yet written, as a record (caller holds the lock)."""
+    def _side_records(self) -> list[dict[str, Any] | None]:
+        """The server metrics and RL step rows not yet written, as records (caller holds
+        the lock)."""
         buf = self._store.server_metrics
         rec = buf.record(self.epoch_ns, self._metrics_cursor)
         self._metrics_cursor = len(buf)
-        return rec
+        steps = self._store.steps
+        step_rec = steps.rows(self._steps_cursor).record(self.epoch_ns)
+        self._steps_cursor = steps.cursor()
+        return [rec, step_rec]
+
+    # -- RL steps ---------------------------------------------------------------------------
+    def record_step(self, step: Mapping[str, Any],
+                    samples: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Record one training step of an RL loop (:mod:`rollout_kit.rl`) and the results
+        it consumed: a row of the steps frame (``Traces.steps``; keys
+        :data:`~rollout_kit.tracing.schema.STEP_COLUMNS` and ``step``, times as
+        ``perf_counter_ns()`` or ``None``) and one row per result of the step samples
+        frame (``Traces.step_samples``; keys ``task_id`` and
+        :data:`~rollout_kit.tracing.schema.STEP_SAMPLE_COLUMNS`). Written with the next
+        flush.
+
+        Raises:
+            ConfigError: a key is missing.
+        """
+        if not self.enabled:
+            return
+        try:
+            row = tuple(step[k] for k in STEP_FIELDS)
+            rows = [tuple(s[k] for k in SAMPLE_FIELDS) for s in samples]
+        except KeyError as exc:
+            raise ConfigError(f"record_step: missing key {exc.args[0]!r}") from None
+        with self.live.lock:
+            self._store.steps.add(row, rows)
+        if self.path is not None:
+            self.flush()  # a step is rare and worth keeping at once
+
+    def steps_df(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The steps and step samples frames (``Traces.steps``, ``Traces.step_samples``)
+        alone, without building the other frames."""
+        with self.live.lock:
+            rows = self._store.steps.rows()
+        return build_steps(rows, self.epoch_ns)
 
     # -- the live table: annotations, sessions, phases and their scopes -----------------
     def annotate_task(self, task_id: int | None = None, **attrs: AttrValue) -> None:
@@ -579,9 +621,9 @@ class Tracer:
         with self._io_lock:
             with self.live.lock:
                 rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
-                metrics = self._metrics_record()
+                side = self._side_records()
                 self._due = 0
-            recs = [r for r in (rec, metrics) if r is not None]
+            recs = [r for r in (rec, *side) if r is not None]
             if recs:
                 append_records(self.path, recs)
 
@@ -595,18 +637,19 @@ class Tracer:
         with self._io_lock:
             with self.live.lock:
                 rec, _cursor = self._store.columns(self.epoch_ns, *self._cursor)
-                metrics = self._metrics_record()
+                side = self._side_records()
                 drained, _ = self._store.records(self.epoch_ns, 0, 0, 0, 0)
                 all_metrics = self._store.server_metrics.record(self.epoch_ns, 0)
-                if all_metrics is not None:
-                    drained.append(all_metrics)
+                all_steps = self._store.steps.rows().record(self.epoch_ns)
+                drained.extend(r for r in (all_metrics, all_steps) if r is not None)
                 self._drained = self._drained or bool(drained)
                 self._store = Store()
                 self._wcode = self._store.worker_code(self.worker)
                 self._cursor = (0, 0, 0, 0)
                 self._metrics_cursor = 0
+                self._steps_cursor = (0, 0)
                 self._due = 0
-            recs = [r for r in (rec, metrics) if r is not None]
+            recs = [r for r in (rec, *side) if r is not None]
             if recs and self.path is not None:
                 append_records(self.path, recs)
         return [self._header(), *drained] if drained else []
@@ -669,11 +712,11 @@ class Tracer:
         with self._io_lock:
             with self.live.lock:
                 rec, self._cursor = self._store.columns(self.epoch_ns, *self._cursor)
-                metrics = self._metrics_record()
+                side = self._side_records()
                 self._due = 0
                 snap = None if self._drained else self._store.snapshot()
                 header = self._header()
-            recs = [r for r in (rec, metrics) if r is not None]
+            recs = [r for r in (rec, *side) if r is not None]
             if recs:
                 append_records(self.path, recs)
             size = self.path.stat().st_size

@@ -12,6 +12,7 @@ import pytest
 import rollout_kit as rk
 from rollout_kit import AgentClosedError, ConfigError
 from rollout_kit.agents import AgentClient, AgentWorkflow, first_divergence
+from rollout_kit.agents._client import turn_drift
 from rollout_kit.sim import serve
 
 TOOLS = [{"type": "function", "function": {
@@ -81,12 +82,31 @@ async def test_a_tool_using_agent_is_traced_per_turn(mode: str) -> None:
     assert sorted(tool["session_id"]) == sorted(asked)
     # the reward is on every turn's session
     assert (sessions["reward"] == 1.0).all()
+    # exact mode sends the conversation's own ids; the default template keeps the model's
+    # ids (its end-of-turn newline stands where the reply's </s> was): neither drifts
     drift = sessions.loc[sessions["turn"] == 1, "drift_at"]
-    if mode == "exact":  # the conversation's own ids were sent: nothing to drift
-        assert (drift == -1).all()
+    assert (drift == -1).all()
+    if mode == "exact":
         assert (sessions["token_source"] == "rendered").all()
-    else:  # the template re-renders the tool call's JSON: not the model's own ids
-        assert (drift > 0).all()
+    else:  # the reply's stop id is not in the re-rendered prompt: the template's marker is
+        second = turns[1]["prompt_ids"]
+        end = len(turns[0]["prompt_ids"]) + len(turns[0]["completion_ids"]) - 1
+        assert turns[0]["completion_ids"][-1] == 2 and second[end] != 2
+        assert second[:end] == turns[0]["prompt_ids"] + turns[0]["completion_ids"][:-1]
+
+
+@pytest.mark.parametrize(("completion", "finish", "ids", "at"), [
+    ([5, 6, 2], "stop", [1, 5, 6, 9, 7], -1),        # the stop id, the template's marker
+    ([5, 6, 2], "tool_calls", [1, 5, 6, 9, 7], -1),
+    ([5, 6, 2], "length", [1, 5, 6, 9, 7], 3),       # cut off: its last id is the model's
+    ([5, 6, 2], "stop", [1, 5, 8, 2, 7], 2),         # inside the reply: drift
+    ([5, 6, 2], "stop", [1, 5, 6], 3),               # a prompt that ends there: not checked
+    ([5, 6, 2], "stop", [1, 5, 6, 2, 7], -1),        # the marker is the stop id (Qwen's)
+    ([], "stop", [1, 4], -1),
+])
+def test_the_stop_id_where_the_template_writes_its_marker_is_not_drift(
+        completion: list[int], finish: str, ids: list[int], at: int) -> None:
+    assert turn_drift([1], completion, finish, ids) == at
 
 
 async def test_the_think_dropping_template_drifts_and_exact_mode_does_not() -> None:

@@ -808,15 +808,20 @@ async def test_a_continuation_waits_for_continue_generation(
     async with serve(flavour, n=1, zero_latency=True,
                      answer_fn=answer("z" * 100)) as cluster, \
             make_engine(flavour, cluster.addresses, pause_poll_interval=0.3) as engine:
-        sleeps = PollSleeps(4, engine.continue_generation_async)
+        sleeps = PollSleeps(99, engine.continue_generation_async)  # records any poll
         monkeypatch.setattr(control, "asyncio", Proxy(asyncio, sleep=sleeps))  # the pause wait
         _after_first_run(cluster.servers[0].engine, monkeypatch,
                          engine.pause_generation_async)
         cluster.servers[0].faults.force("abort", 1)
-        resp = await engine.generate_async(req(max_new_tokens=40))
-    # the engine's own pause: polled until continue_generation, then (vLLM) /is_paused
-    # says no at once
-    assert sleeps.delays == [0.3, 0.6, 1.0, 1.0]
+        call = asyncio.ensure_future(engine.generate_async(req(max_new_tokens=40)))
+        while engine._control._resumed is None and not call.done():  # until it waits
+            await asyncio.sleep(0)
+        assert not call.done() and engine._control.paused
+        await engine.continue_generation_async()
+        resp = await call
+    # the engine's own pause wakes the continuation when continue_generation ends it (no
+    # polling, so it resumes at once); then (vLLM) /is_paused says no at once
+    assert sleeps.delays == []
     assert resp.n_continuations == 1 and len(resp.output_tokens) == 40
 
 

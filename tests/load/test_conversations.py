@@ -357,6 +357,19 @@ async def test_agent_trace_tool_turns_run_on_their_times(tmp_path: Path) -> None
     assert (first["cached_tokens"].iloc[1:] > 0).all()
 
 
+async def test_a_server_that_reports_no_cached_tokens_gives_nan_not_0() -> None:
+    """Not reported (vLLM without --enable-prompt-tokens-details) is not "no hits"."""
+    convs = synthetic_conversations(3, turns=2, input_len=100, output_len=4)
+    run, _ = await _run(convs, LoadSpec(arrivals=Arrivals(rate=50.0)),
+                        prompt_tokens_details=False)
+    t = run.turns
+    assert (t["status"] == "accepted").all() and (t["prompt_tokens"] > 0).all()
+    assert t["cache_hit_ratio"].isna().all() and (t["cached_tokens"] == 0).all()
+    assert math.isnan(run.metrics()["cache_hit_ratio"])
+    assert run.by_turn()["cache_hit_ratio"].isna().all()
+    assert run.by_turn()["mean_cached_tokens"].isna().all()
+
+
 async def test_items_that_are_not_conversations_are_refused() -> None:
     with pytest.raises(ConfigError, match="a Conversation is needed"):
         await run_conversations_async(None, ["hello"])  # type: ignore[arg-type]

@@ -166,6 +166,8 @@ async def test_stream_chunk_sequence(pair: Pair, extra: dict[str, Any]) -> None:
     # (vLLM may merge deltas, so the counts are not compared; text "" vs "x" is a value.)
     real_chunks, sim_chunks = real[:-1], sim[:-1]
     pick = [0, -1] if not usage else [0, -2, -1]
+    if len(real_chunks) - usage == 1:  # a busy server merged every delta into the last one:
+        pick = pick[1:]                # its first delta is its finishing one, compared below
     for i in pick:
         assert_same_shape(real_chunks[i], sim_chunks[i], f"stream chunk {i} ({extra})")
 

@@ -175,3 +175,42 @@ def test_sim_config_validation() -> None:
     with pytest.raises(ConfigError):
         SimConfig().replace(bogus=1)
     assert SimConfig().replace(max_num_seqs=3).max_num_seqs == 3
+
+
+def test_lognormal_lengths_have_the_mean_and_a_long_tail() -> None:
+    spec = SamplingSpec(max_tokens=100_000)
+    lengths = sorted(len(plan_output(TOK, spec, k, answer=None, mean_output_tokens=64,
+                                     length_sigma=1.0)) for k in range(2000))
+    mean = sum(lengths) / len(lengths)
+    median = lengths[len(lengths) // 2]
+    p99 = lengths[int(0.99 * len(lengths))]
+    assert 54 < mean < 74  # the mean is the configured one (sampling error ~2.5 %)
+    assert median < 0.75 * mean  # skewed: most outputs are short…
+    assert p99 > 5 * median  # …and a few are very long
+    again = [len(plan_output(TOK, spec, k, answer=None, mean_output_tokens=64,
+                             length_sigma=1.0)) for k in range(20)]
+    assert again == [len(plan_output(TOK, spec, k, answer=None, mean_output_tokens=64,
+                                     length_sigma=1.0)) for k in range(20)]  # seeded
+    fixed = {len(plan_output(TOK, spec, k, answer=None, mean_output_tokens=64,
+                             length_sigma=0.0)) for k in range(50)}
+    assert fixed == {64}
+
+
+def test_lognormal_length_puts_the_answer_after_digit_free_filler() -> None:
+    spec = SamplingSpec(max_tokens=100_000)
+    plans = [plan_output(TOK, spec, k, answer="The answer is 42.", mean_output_tokens=200,
+                         length_sigma=1.0) for k in range(50)]
+    assert len({len(p) for p in plans}) > 10  # lengths vary per request
+    for p in plans:
+        assert p.finish == "eos" and p.text.endswith("The answer is 42.")
+        assert not any(ch.isdigit() for ch in p.text[:-len("The answer is 42.")])
+    capped = plan_output(TOK, SamplingSpec(max_tokens=5), 3, answer=None,
+                         mean_output_tokens=200, length_sigma=1.0)
+    assert len(capped) == 5 and capped.finish == "length"
+
+
+def test_output_length_config_is_checked() -> None:
+    with pytest.raises(ConfigError, match="output_length"):
+        SimConfig(output_length="pareto")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="output_length_sigma"):
+        SimConfig(output_length_sigma=-1.0)

@@ -112,6 +112,14 @@ def test_errors_of_the_explicit_api_word_for_word() -> None:
         tr.end_session(99)
 
 
+def test_a_trace_file_in_a_folder_not_made_yet(tmp_path: Path) -> None:
+    tr = Tracer(path=tmp_path / "wr" / "deeper" / "traces.jsonl")
+    _finish(tr, 0)
+    tr.close()
+    assert _lines(tmp_path / "wr" / "deeper" / "traces.jsonl") == 2
+    assert (tmp_path / "wr" / "deeper" / "traces.parquet").is_file()
+
+
 def test_repr_with_and_without_a_file(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     tr = Tracer(path=path, worker="w1", parquet=False)

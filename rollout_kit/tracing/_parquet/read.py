@@ -19,6 +19,7 @@ from .._codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
 from .._schema import LIFECYCLE_EVENTS
 from .._store import MISSING, AttrValues, Snapshot
 from .._store.metrics import MetricRows
+from .._store.steps import StepRows
 from .meta import (
     ENCODING,
     Attrs,
@@ -73,6 +74,9 @@ def read_snapshot(path: StrPath, shift_ns: int = 0) -> tuple[Snapshot, ParquetIn
         snap = _decode(table.slice(0, n + m), n, shift_ns, path)
         if k:
             snap.server_metrics = _metrics(table.slice(n + m), k, shift_ns, path)
+        steps = info.meta.get("rl_steps")
+        if steps is not None:
+            snap.steps = StepRows.from_record(steps, shift_ns)
         return snap, info
     except KeyError as exc:
         raise fail(path, f"has no column or field {exc.args[0]!r}") from None
@@ -339,4 +343,5 @@ def concat_snapshots(parts: Sequence[Snapshot]) -> Snapshot:
         event_session=cat(lambda p: p.event_session), event_kind=cat(lambda p: p.event_kind),
         event_ts=cat(lambda p: p.event_ts), event_value=cat(lambda p: p.event_value),
         server_metrics=MetricRows.concat([p.server_metrics for p in parts]),
+        steps=StepRows.concat([p.steps for p in parts]),
     )

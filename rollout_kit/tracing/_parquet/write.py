@@ -188,6 +188,9 @@ def snapshot_table(snap: Snapshot, epoch_ns: int, wall_epoch: float,
                              type=pa.int64(), mask=~mark_rows if n else None)
     header = {"format": FORMAT, "schema": SCHEMA_VERSION, "wall_epoch": float(wall_epoch),
               "tasks": n, "marks": m, **(meta or {})}
+    steps = snap.steps.record(epoch_ns)
+    if steps is not None:  # a few rows: kept in the metadata, as the JSONL record
+        header["rl_steps"] = steps
     k = len(snap.server_metrics)
     if k:  # one more row: the server metrics record
         header["server_metrics"] = k

@@ -31,6 +31,7 @@ from .layout import (
 )
 from .metrics import MetricsBuffer
 from .snapshot import AttrValues, Snapshot
+from .steps import StepsBuffer
 
 #: values a table's list holds before it moves into the array (see :class:`Buffers`)
 SETTLE_AT = 8192
@@ -85,6 +86,7 @@ class Buffers:
         self.task_attrs: dict[str, Sparse] = {}
         self.session_attrs: dict[str, Sparse] = {}
         self.server_metrics = MetricsBuffer()  # samples scraped from the servers
+        self.steps = StepsBuffer()  # the steps of an RL loop (rollout_kit.rl)
 
     def _settle(self) -> None:
         """Move the committed rows still in the lists into the arrays."""
@@ -216,6 +218,7 @@ class Buffers:
             mark_event=m[:, 2].astype(np.int8), mark_ts=m[:, 3],
             event_task=e[:, 0], event_session=e[:, 1], event_kind=e[:, 2], event_ts=e[:, 3],
             event_value=e[:, 4], server_metrics=self.server_metrics.rows(),
+            steps=self.steps.rows(),
         )
 
     def copy(self) -> Self:
@@ -232,4 +235,5 @@ class Buffers:
         c.task_attrs = {k: v.copy() for k, v in self.task_attrs.items()}
         c.session_attrs = {k: v.copy() for k, v in self.session_attrs.items()}
         c.server_metrics = self.server_metrics.copy()
+        c.steps = self.steps.copy()
         return c

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .attrs import AttrValue
 from .metrics import MetricRows
+from .steps import StepRows
 
 # the values of one sparse attribute column in a snapshot: a list, or (read from Parquet) a
 # numpy array of one type — int64, float64, bool — or a Categorical of str
@@ -55,3 +56,5 @@ class Snapshot:
     extra: dict[str, Any] = field(default_factory=dict)
     # samples scraped from the servers' /metrics (:mod:`.metrics`)
     server_metrics: MetricRows = field(default_factory=MetricRows)
+    # the steps of an RL loop (:mod:`.steps`)
+    steps: StepRows = field(default_factory=StepRows)

@@ -41,6 +41,7 @@ from .layout import (
     row_array,
 )
 from .metrics import METRICS
+from .steps import STEPS
 
 
 class Store(Buffers):
@@ -300,6 +301,8 @@ class Store(Buffers):
                     n += self._ingest_columns(rec, shift)
                 elif kind == METRICS:
                     self.server_metrics.ingest(rec, shift)
+                elif kind == STEPS:
+                    self.steps.ingest(rec, shift)
                 elif kind == "mark":
                     self.add_mark(int(rec["task_id"]),
                                   self.worker_code(rec.get("worker", default_worker)),
