@@ -115,6 +115,10 @@ def run_logged(cmd: Sequence[str], log: IO[str], what: str, log_path: Path,
             f"--- log tail ---\n{tail(log_path)}")
 
 
+#: the name the AReaL environment's module imports
+_run_logged = run_logged
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. the virtual environment
 # ---------------------------------------------------------------------------------------------
