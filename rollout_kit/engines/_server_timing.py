@@ -23,6 +23,11 @@ spans (:mod:`rollout_kit.otel._join`), so :func:`rollout_kit.analysis.why_slow`,
 ``server_weight_version``     the weight version the server reported last (integer labels)
 ============================  ========================================================
 
+Each column is a difference of stamps taken by one SGLang process (the scheduler's
+``forward_entry_time`` / ``prefill_finished_time``; the front end's latencies): the
+processes turn their monotonic clocks into Unix time with offsets of their own, a few
+milliseconds apart, so stamps of two processes are never subtracted.
+
 An answer without a value leaves it out of that sum (an abort before prefill has no prefill);
 a session none of whose answers carried the timings has none of these columns set.
 """

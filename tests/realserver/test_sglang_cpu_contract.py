@@ -31,6 +31,9 @@ from tests.sim.helpers import until
 pytestmark = pytest.mark.sglang_cpu
 
 PROMPT = [0, 50, 60, 70, 80]
+#: how far apart the Unix clocks of SGLang's processes may be (each converts its own
+#: monotonic stamps)
+CLOCKS = 0.05
 STAMPS = ("request_received_ts", "api_server_dispatch_finish_ts", "forward_entry_time",
           "prefill_finished_time", "request_finished_ts", "response_sent_to_client_ts")
 
@@ -64,7 +67,11 @@ async def test_meta_info_carries_the_servers_timeline(http: aiohttp.ClientSessio
     stamps = [meta[k] for k in STAMPS]
     assert t0 - 0.05 <= stamps[0] and stamps[-1] <= t1 + 0.05, (t0, stamps, t1)
     received, dispatched, entry, prefilled, finished, sent = stamps
-    assert received <= dispatched <= entry <= prefilled <= finished + 1e-3 <= sent + 2e-3
+    # two processes stamp them, each turning its monotonic clock into Unix time with its own
+    # offset: the front end (received, dispatched, finished, sent) and the scheduler (entry,
+    # prefilled); in order within each, within CLOCKS across them (6 ms apart was seen)
+    assert received <= dispatched <= finished <= sent and entry <= prefilled
+    assert dispatched - CLOCKS <= entry and prefilled <= finished + CLOCKS
     assert meta["e2e_latency"] == pytest.approx(finished - received, abs=2e-3)
     assert 0 <= meta["queue_time"] <= entry - received + 1e-3
     assert 0 < meta["first_token_latency"] <= meta["e2e_latency"]
