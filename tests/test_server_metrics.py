@@ -23,13 +23,13 @@ from aiohttp import web
 from rollout_kit import ConfigError, GenerationConfig, RolloutController, SingleTurnWorkflow
 from rollout_kit.analysis import server_series
 from rollout_kit.engines import MetricsScraper
-from rollout_kit.engines._scrape import ScrapeTarget, keep_samples
+from rollout_kit.engines._scrape import MIN_TIMEOUT_S, ScrapeTarget, keep_samples
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._server_metrics import KEPT_METRICS, SERIES_NAMES
+from rollout_kit.tracing._server_metrics import KEPT_METRICS, SCRAPE_FAILED, SERIES_NAMES
 from tests.sim.helpers import until
 
 FLAVOURS = ["vllm", "sglang"]
@@ -63,11 +63,14 @@ def test_a_bad_interval_is_refused_at_construction(bad: Any) -> None:
 def test_the_scraper_checks_its_interval_and_timeout() -> None:
     with pytest.raises(ConfigError, match="interval"):
         MetricsScraper([], lambda *a: None, interval=0)
-    with pytest.raises(ConfigError, match="shorter than the interval"):
-        MetricsScraper([], lambda *a: None, interval=0.5, timeout=0.5)
+    with pytest.raises(ConfigError, match="timeout"):
+        MetricsScraper([], lambda *a: None, interval=0.5, timeout=0)
     s = MetricsScraper([ScrapeTarget("a:1"), ScrapeTarget("a:1")], lambda *a: None,
                        interval=0.5)
-    assert s.timeout == pytest.approx(0.4) and len(s.targets) == 1
+    # a busy server answers late: at least MIN_TIMEOUT_S, longer intervals 0.8 of theirs
+    assert s.timeout == pytest.approx(MIN_TIMEOUT_S) and len(s.targets) == 1
+    assert MetricsScraper([], lambda *a: None, interval=10).timeout == pytest.approx(8.0)
+    assert MetricsScraper([], lambda *a: None, interval=0.5, timeout=3).timeout == 3
 
 
 def test_none_scrapes_nothing(sim_servers: Any) -> None:
@@ -369,7 +372,11 @@ async def test_malformed_text_is_counted_and_skipped(fake_sglang: Any) -> None:
         scraper = ctl.scraper
         await _until(lambda: scraper.stats[address]["malformed"] >= 3, "three bad scrapes")
         assert scraper.running  # it keeps trying: the next answer may be fine
-        assert ctl.server_metrics().empty
+        frame = ctl.server_metrics()
+    # only the failures are in the frame: the lanes show a gap, not a value
+    assert set(frame[S.METRIC].astype(str)) == {SCRAPE_FAILED}
+    assert set(frame[S.LABELS].astype(str)) == {"reason=malformed"}
+    assert len(frame) >= 3 and (frame[S.VALUE] == 1).all()
 
 
 async def test_a_hanging_metrics_endpoint_never_delays_requests(fake_sglang: Any) -> None:
@@ -413,13 +420,18 @@ async def test_a_hanging_metrics_endpoint_costs_one_timeout_per_interval(
                                      sglang=[address]) as ctl:
             assert ctl.scraper is not None
             scraper = ctl.scraper
-            assert scraper.timeout < scraper.interval
-            await _until(lambda: scraper.stats[address]["failed"] >= 3, "three timeouts")
-            assert scraper.running and scraper.stats[address]["stopped"] is None
-            results = await ctl.rollout_batch_async(["x"] * 4, _wf(1, 2))
+            assert scraper.timeout == MIN_TIMEOUT_S > scraper.interval
+            await _until(lambda: scraper.stats[address]["failed"] >= 1, "a scrape timeout")
+            # generations while scrapes of the same server hang: none waits for them
+            results = await ctl.rollout_batch_async(["x"] * 20, _wf(1, 2))
             assert all(r.ok for r in results)
+            await _until(lambda: scraper.stats[address]["failed"] >= 2, "two timeouts")
+            assert scraper.running and scraper.stats[address]["stopped"] is None
+            frame = ctl.server_metrics()
     finally:
         forever.set()
+    # each failed scrape is a row of its own, saying why
+    assert set(frame[S.LABELS].astype(str)) == {"reason=timeout"} and len(frame) >= 2
 
 
 # -- size ---------------------------------------------------------------------------------

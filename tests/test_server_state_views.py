@@ -36,6 +36,7 @@ from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Traces
 from rollout_kit.tracing import schema as S
+from rollout_kit.tracing._server_metrics import SCRAPE_FAILED
 from tests.sim.helpers import until
 
 pytestmark = pytest.mark.timeout(120)
@@ -336,6 +337,36 @@ def test_why_slow_without_the_servers_spans_and_by_session() -> None:
     bare = dataclasses.replace(traces, server_metrics=traces.server_metrics.iloc[:0])
     row = analysis.why_slow(bare, task_ids=[1]).loc[1]
     assert np.isnan(row["waiting"]) and row["verdict"] == "generate 1.10 s of 2.00 s"
+
+
+def test_why_slow_quotes_no_state_when_no_scrape_saw_the_session() -> None:
+    """The scrapes during task 1's queue failed (a saturated server answers /metrics late):
+    the verdict says so, with the count, instead of the idle state scraped before it."""
+    traces, joined = _queue_case()
+    m = traces.server_metrics
+    lost = (m[S.SERVER] == SERVERS[0]) & m[S.TS].isin([1.0, 1.5, 2.0])
+    failed = pd.DataFrame([(ts, SERVERS[0], SCRAPE_FAILED, "reason=timeout", 1.0)
+                           for ts in (1.0, 1.5)], columns=list(S.SERVER_METRIC_COLUMNS))
+    metrics = pd.concat([m[~lost], failed], ignore_index=True).sort_values(S.TS,
+                                                                         kind="stable")
+    gap = dataclasses.replace(traces, server_metrics=metrics)
+    row = analysis.why_slow(gap, server_view=joined, task_ids=[1]).loc[1]
+    assert row["cause"] == "server_queue"
+    assert (row["state_samples"], row["scrapes_failed"]) == (0, 2)
+    assert np.isnan(row["waiting"]) and np.isnan(row["running"])
+    assert row["verdict"] == ("server queue 0.90 s of 2.00 s: no scrape saw the server "
+                              "while it ran (2 failed)")
+    # the same with the failures lost too: no scrape at all inside
+    quiet = dataclasses.replace(traces, server_metrics=m[~lost])
+    row = analysis.why_slow(quiet, server_view=joined, task_ids=[1]).loc[1]
+    assert row["verdict"] == "server queue 0.90 s of 2.00 s: no scrape fell while it ran"
+    # the series hold a gap (NaN) at the failed scrapes, and the lanes draw it
+    wide = analysis.server_series(metrics, wide=True).loc[SERVERS[0]]
+    assert wide.loc[[1.0, 1.5], "waiting"].isna().all()
+    assert (wide.loc[[1.0, 1.5], "scrape_failed"] == 1).all()
+    [lane] = lane_layout(metrics, ("waiting",))
+    x, y = next((x, y) for label, x, y in lane.lines if label == SERVERS[0])
+    assert np.isnan(y[np.isin(x, [1.0, 1.5])]).all() and np.isfinite(y[x < 1.0]).all()
 
 
 def test_plot_why_slow_draws_the_parts_and_the_verdicts() -> None:

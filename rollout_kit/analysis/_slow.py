@@ -7,13 +7,16 @@ server metrics frame) and, for the tasks asked about (default: the ``k`` slowest
   the reward and the rest;
 * the split of its slowest generation (the session with the largest ``generate_s``): the
   client's TTFT and mean ITL and, where the server's own spans were joined
-  (:func:`rollout_kit.otel.join_server_spans`, ``server_view=``), the server's queue,
+  (:func:`rollout_kit.otel.join_server_spans`, ``server_view=``, or SGLang's own per-request
+  timings, which the SGLang engines record in the sessions frame), the server's queue,
   prefill and decode, the time outside the server's span (its front end and the network)
   and the client's own time;
 * the state of the server that served that generation while it ran, from
   :func:`~._server.server_series`: the most requests waiting and running, the highest KV
-  cache usage and preemption rate seen by the scrapes inside the session (the scrape
-  nearest in time when none fell inside);
+  cache usage and preemption rate seen by the scrapes inside the session. When none fell
+  inside, the state is left empty and the verdict says so, with the scrapes of that server
+  that failed meanwhile (a saturated server answers ``/metrics`` late): another moment's
+  state — an idle server before the queue built up — would explain nothing;
 
 and names the largest part in a short ``verdict``, e.g. ``"server queue 1.84 s of 2.10 s:
 8 waiting, 4 running, KV 97 %"``.
@@ -35,13 +38,16 @@ column                how
 ``itl_s``             measured by the client: mean inter-token latency of a streamed call
 ``decode_s``          derived when the server's spans are not joined: ``session_s`` minus
                       ``ttft_s``; with them, the server's ``server_decode_s``
-``server_queue_s``    measured by the server (its span's ``time_in_queue``), joined spans only
-``server_prefill_s``  measured by the server, joined spans only
-``server_decode_s``   measured by the server, joined spans only
+``server_queue_s``    measured by the server (vLLM: its span's ``time_in_queue``, joined
+                      spans only; SGLang: ``meta_info.queue_time``)
+``server_prefill_s``  measured by the server (joined spans; SGLang's ``meta_info``)
+``server_decode_s``   measured by the server (joined spans; SGLang's ``meta_info``)
 ``server_frontend_s`` derived: the client's in-flight time minus the server's end-to-end
 ``client_own_s``      measured by the client: call → request written, last byte → return
 ``waiting`` …         measured by the server (its ``/metrics``), sampled every scrape
                       interval: a queue shorter than the interval can be missed
+``state_samples``     the scrapes that saw the server while the session ran
+``scrapes_failed``    the scrapes of that server that failed while it ran
 ===================== ======================================================================
 
 Usage::
@@ -73,7 +79,7 @@ WHY_COLUMNS = (
     S.STATUS, S.TOTAL_S, S.QUEUE_S, "generate_s", "tool_s", "reward_s", "other_s",
     S.SESSION_ID, S.SERVER, "session_s", S.TTFT_S, S.ITL_S, "decode_s",
     "server_queue_s", "server_prefill_s", "server_decode_s", "server_frontend_s",
-    "client_own_s", *STATE_SERIES, "state_samples", "cause", "verdict",
+    "client_own_s", *STATE_SERIES, "state_samples", "scrapes_failed", "cause", "verdict",
 )
 
 #: the parts a verdict can name: ``cause`` value → the column holding its seconds and the
@@ -121,9 +127,13 @@ def _phase_seconds(spans: pd.DataFrame | None, by: list[str]) -> pd.DataFrame:
 
 
 def _state(sessions: pd.DataFrame, metrics: pd.DataFrame | None) -> pd.DataFrame:
-    """Per session: the most of each :data:`STATE_SERIES` its server showed while it ran."""
+    """Per session: the most of each :data:`STATE_SERIES` its server showed while it ran,
+    from the scrapes that fell inside it (``state_samples``), and the scrapes of that server
+    that failed meanwhile (``scrapes_failed``). With no scrape inside, the state stays NaN:
+    another moment's state (an idle server before the queue built up) would mislead."""
     out = pd.DataFrame(np.nan, index=sessions.index, columns=list(STATE_SERIES))
     out["state_samples"] = 0
+    out["scrapes_failed"] = 0
     if metrics is None or metrics.empty or not len(sessions):
         return out
     wide = server_series(metrics, wide=True)
@@ -132,6 +142,7 @@ def _state(sessions: pd.DataFrame, metrics: pd.DataFrame | None) -> pd.DataFrame
     start = floats(sessions[S.START_TS])
     end = floats(sessions[S.END_TS])
     server = sessions[S.SERVER].astype("string").fillna("").to_numpy(dtype=object)
+    n_state = len(STATE_SERIES)
     for name, table in wide.groupby(level=0, sort=False):
         rows = np.flatnonzero(server == str(name))
         if not len(rows):
@@ -139,6 +150,11 @@ def _state(sessions: pd.DataFrame, metrics: pd.DataFrame | None) -> pd.DataFrame
         ts = table.index.get_level_values(1).to_numpy(dtype=np.float64)
         cols = {c: table[c].to_numpy(dtype=np.float64) for c in STATE_SERIES
                 if c in table.columns}
+        failed = (np.nan_to_num(table["scrape_failed"].to_numpy(dtype=np.float64)) > 0
+                  if "scrape_failed" in table.columns else np.zeros(len(ts), dtype=bool))
+        seen = ~failed
+        if cols:  # a scrape saw the state when one of its series has a value
+            seen &= np.isfinite(np.column_stack(list(cols.values()))).any(axis=1)
         for r in rows.tolist():
             lo, hi = start[r], end[r]
             if np.isnan(lo):
@@ -146,16 +162,14 @@ def _state(sessions: pd.DataFrame, metrics: pd.DataFrame | None) -> pd.DataFrame
             if np.isnan(hi):
                 hi = lo
             a, b = np.searchsorted(ts, lo, "left"), np.searchsorted(ts, hi, "right")
-            if b > a:
-                sl = slice(a, b)
-                out.iat[r, len(STATE_SERIES)] = b - a
-            else:  # no scrape while it ran: the one nearest its start
-                near = min((i for i in (a - 1, a) if 0 <= i < len(ts)),
-                           key=lambda i: abs(ts[i] - lo))
-                sl = slice(near, near + 1)
+            inside = np.flatnonzero(seen[a:b]) + a
+            out.iat[r, n_state] = len(inside)
+            out.iat[r, n_state + 1] = int(failed[a:b].sum())
+            if not len(inside):
+                continue
             for j, c in enumerate(STATE_SERIES):
                 if c in cols:
-                    v = cols[c][sl]
+                    v = cols[c][inside]
                     if np.isfinite(v).any():
                         out.iat[r, j] = float(np.nanmax(v))
     return out
@@ -201,8 +215,9 @@ def _fmt_state(row: pd.Series[Any]) -> str:
     return ", ".join(parts)
 
 
-def _verdict(row: pd.Series[Any]) -> tuple[str, str]:
-    """(cause, verdict) of one row: the largest of its parts."""
+def _verdict(row: pd.Series[Any], scraped: bool = False) -> tuple[str, str]:
+    """(cause, verdict) of one row: the largest of its parts (``scraped``: the run has
+    server metrics, so a row without any says so)."""
     joined = pd.notna(row["server_queue_s"]) or pd.notna(row["server_decode_s"])
     if joined:
         skip = {"first_token", "decode", "generate"}
@@ -226,8 +241,13 @@ def _verdict(row: pd.Series[Any]) -> tuple[str, str]:
     text = f"{CAUSES[best][1]} {secs:.2f} s{of}"
     if best in _SERVER_SIDE:
         state = _fmt_state(row)
+        failed = int(row["scrapes_failed"]) if pd.notna(row["scrapes_failed"]) else 0
         if state:
             text += f": {state}"
+        elif failed:
+            text += f": no scrape saw the server while it ran ({failed} failed)"
+        elif scraped and row["state_samples"] == 0:
+            text += ": no scrape fell while it ran"
     elif best == "controller_queue":
         text += ": waiting for a rollout slot"
     return best, text
@@ -329,12 +349,15 @@ def why_slow(traces: Any, task_ids: int | Iterable[int] | None = None, *, k: int
                  + out["reward_s"].to_numpy(dtype=np.float64))
         out["other_s"] = np.maximum(out[S.TOTAL_S].to_numpy(dtype=np.float64) - parts, 0.0)
         out["state_samples"] = out["state_samples"].fillna(0)
+        out["scrapes_failed"] = out["scrapes_failed"].fillna(0)
     session_s = out["session_s"].to_numpy(dtype=np.float64)
     ttft = out[S.TTFT_S].to_numpy(dtype=np.float64)
     sdec = out["server_decode_s"].to_numpy(dtype=np.float64)
     out["decode_s"] = np.where(~np.isnan(sdec), sdec, session_s - ttft)
     out["state_samples"] = out["state_samples"].astype("int64")
-    verdicts = [_verdict(r) for _, r in out.iterrows()]
+    out["scrapes_failed"] = out["scrapes_failed"].astype("int64")
+    scraped = metrics is not None and not metrics.empty
+    verdicts = [_verdict(r, scraped) for _, r in out.iterrows()]
     out["cause"] = [c for c, _ in verdicts]
     out["verdict"] = [v for _, v in verdicts]
     out = out[list(WHY_COLUMNS)]

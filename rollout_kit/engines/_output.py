@@ -25,6 +25,8 @@ class Output:
     itl: list[float] = field(default_factory=list)
     cached_tokens: int | None = None  # None: no answer reported any
     server_timing: dict[str, float] = field(default_factory=dict)
+    # each answer's server_timing with its request written / last byte read (perf_counter_ns)
+    answers: list[tuple[dict[str, float], int, int]] = field(default_factory=list)
     # the exchanges' times (perf_counter_ns; 0: unknown): the first request written, the
     # last answer's last byte read, and the sum of written → last byte over the answers
     first_sent_ns: int = 0
@@ -46,6 +48,8 @@ class Output:
         if seg.cached_tokens is not None:
             self.cached_tokens = (self.cached_tokens or 0) + seg.cached_tokens
         self.server_timing.update(seg.server_timing)
+        if seg.server_timing:
+            self.answers.append((seg.server_timing, seg.sent_ns, seg.done_ns))
         if seg.sent_ns:
             if not self.first_sent_ns:
                 self.first_sent_ns = seg.sent_ns

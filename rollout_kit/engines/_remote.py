@@ -69,6 +69,7 @@ from ._output import Output, output_budget, parse_addresses
 from ._recording import CallRecording
 from ._routing import Router, route_key
 from ._scrape import ScrapeTarget
+from ._server_timing import record_server_timings
 from ._sglang import SGLangBackend
 from ._transport import Reply
 from ._vllm import VLLMBackend
@@ -430,6 +431,7 @@ class RemoteInfEngine(InferenceEngine):
                 n_prompt, n_out = chat.prompt_tokens or 0, chat.completion_tokens or 0
             attrs["token_source"] = resp.token_source
         annotate(**attrs)
+        record_server_timings(out.answers)  # the server's own view (SGLang's meta_info)
         if out.first_sent_ns:  # the client's own time and the requests' time out of its hands
             increment(prompt_tokens=n_prompt, completion_tokens=n_out,
                       continuations=n_cont, retries=state.retries,

@@ -19,6 +19,17 @@ never raised:
 * text that is not Prometheus exposition is counted (``malformed``) and skipped;
 * timeouts and connection failures are counted (``failed``), and the next tick tries again.
 
+Each scrape that got no samples that way is still handed to the sink, as one
+:data:`~rollout_kit.tracing._server_metrics.SCRAPE_FAILED` sample (value 1, label
+``reason``): the metrics frame shows when the server was not seen, so its lanes show a gap
+and :func:`rollout_kit.analysis.why_slow` says so instead of quoting another moment's state.
+
+A scrape's timeout defaults to the larger of 0.8 × the interval and :data:`MIN_TIMEOUT_S`:
+a saturated server (a CPU server with its batch full) was seen to answer ``/metrics`` in well
+over 0.4 s, and a scrape that times out sees nothing at the moment that matters most. A scrape
+longer than the interval delays the next one (the loop never overlaps scrapes); its samples
+are stamped with the midpoint of the request and its answer.
+
 :class:`~rollout_kit.RolloutController` starts one for the servers of its engines
 (``scrape_interval=``, default 0.5 s; ``None`` turns it off).
 """
@@ -36,8 +47,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._config import EngineConfig
-from .._errors import ConfigError, EngineError, EngineStatusError
-from ..tracing._server_metrics import KEPT_METRICS
+from .._errors import ConfigError, EngineError, EngineStatusError, EngineTimeoutError
+from ..tracing._server_metrics import KEPT_METRICS, SCRAPE_FAILED
 from ._http import HttpClient
 from ._prometheus import parse_prometheus
 
@@ -45,8 +56,10 @@ logger = logging.getLogger("rollout_kit.engines")
 
 #: seconds between two scrapes of a server, unless configured
 DEFAULT_SCRAPE_INTERVAL = 0.5
-#: a scrape's timeout, as a share of the interval (it ends before the next one is due)
+#: a scrape's timeout, as a share of the interval ...
 TIMEOUT_SHARE = 0.8
+#: ... but at least this many seconds (a busy server answers /metrics late)
+MIN_TIMEOUT_S = 2.0
 
 Sink = Callable[[str, list[tuple[str, str, float]], int], Any]
 
@@ -179,14 +192,13 @@ class MetricsScraper:
             samples: :meth:`Tracer.record_server_metrics <rollout_kit.tracing.Tracer.
             record_server_metrics>`.
         interval: seconds between two scrapes of a server.
-        timeout: seconds one scrape may take (default ``0.8 * interval``); must be shorter
-            than ``interval``.
+        timeout: seconds one scrape may take (default: the larger of ``0.8 * interval``
+            and :data:`MIN_TIMEOUT_S`).
         keep: the sample names kept (default
             :data:`~rollout_kit.tracing._server_metrics.KEPT_METRICS`).
 
     Raises:
-        ConfigError: an interval or timeout that is not a number > 0, or a timeout not
-            shorter than the interval.
+        ConfigError: an interval or timeout that is not a number > 0.
     """
 
     def __init__(self, targets: Iterable[ScrapeTarget], sink: Sink, *,
@@ -195,12 +207,9 @@ class MetricsScraper:
         iv = check_interval(interval, "interval")
         assert iv is not None
         if timeout is None:
-            timeout = TIMEOUT_SHARE * iv
+            timeout = max(TIMEOUT_SHARE * iv, MIN_TIMEOUT_S)
         to = check_interval(timeout, "timeout")
         assert to is not None
-        if to >= iv:
-            raise ConfigError(f"a scrape's timeout ({to:g} s) must be shorter than the "
-                              f"interval ({iv:g} s)")
         self.interval, self.timeout = iv, to
         seen: dict[str, ScrapeTarget] = {}
         for t in targets:
@@ -270,6 +279,11 @@ class MetricsScraper:
                 due = now
             await asyncio.sleep(due - now)
 
+    def _failed(self, server: str, t0: int, reason: str) -> None:
+        """Hand the sink one :data:`SCRAPE_FAILED` sample for a scrape that saw nothing."""
+        self._sink(server, [(SCRAPE_FAILED, f"reason={reason}", 1.0)],
+                   (t0 + time.perf_counter_ns()) // 2)
+
     async def scrape_once_async(self, target: ScrapeTarget) -> int:
         """Scrape ``target`` once now; the number of samples handed to the sink."""
         counts = self._counts.setdefault(target.server, _Counts())
@@ -280,14 +294,20 @@ class MetricsScraper:
                 server, "GET", target.endpoint, timeout=self.timeout)
         except EngineStatusError as exc:
             counts.failed += 1
+            self._failed(server, t0, f"status {exc.status}")
             if exc.status == 404:
                 counts.stopped = f"{target.endpoint} answered HTTP 404"
                 logger.warning(
                     "%s has no %s (HTTP 404; SGLang serves it with --enable-metrics): its "
                     "metrics are not scraped; the run goes on", server, target.endpoint)
             return 0
+        except EngineTimeoutError:
+            counts.failed += 1  # the next tick tries again
+            self._failed(server, t0, "timeout")
+            return 0
         except EngineError:
-            counts.failed += 1  # timeout or connection failure: the next tick tries again
+            counts.failed += 1  # a connection failure: the next tick tries again
+            self._failed(server, t0, "connection")
             return 0
         t1 = time.perf_counter_ns()
         parser = self._parsers.get(server)
@@ -297,6 +317,7 @@ class MetricsScraper:
             samples = parser(body.decode("utf-8", "replace"))
         except ValueError as exc:
             counts.malformed += 1
+            self._failed(server, t0, "malformed")
             logger.debug("%s %s: not Prometheus text, skipped (%s)", server, target.endpoint,
                          exc)
             return 0

@@ -13,6 +13,13 @@ Version notes (see the server-apis reference):
   cumulative (take the unseen tail) while one whose length equals the count minus the tokens
   already seen is a delta. Without ``completion_tokens`` a list that extends the tokens seen
   so far is taken as cumulative.
+* ``meta_info`` carries the server's own view of the request (0.5.2x): epoch stamps
+  (``request_received_ts``, ``api_server_dispatch_finish_ts``, ``forward_entry_time``,
+  ``prefill_finished_time``, ``request_finished_ts``, ``response_sent_to_client_ts``), durations
+  (``queue_time``, ``first_token_latency``, ``e2e_latency``) and ``num_retractions``; the
+  numbers present (:data:`META_TIMINGS`) are kept in ``Segment.server_timing`` under these
+  names, and ``weight_version`` there too when it is an integer (the version the client set).
+  :mod:`._server_timing` turns them into the session's ``server_*`` columns.
 * ``sampling_seed`` exists only in 0.5.2x (older versions answer an unknown key with 500), so it
   is sent only when :attr:`GenerationConfig.seed` is set.
 """
@@ -46,6 +53,21 @@ def _finish(meta: dict[str, Any]) -> tuple[str | None, str | None]:
     return str(kind), (str(message) if message is not None else None)
 
 
+#: the numbers of ``meta_info`` kept in ``Segment.server_timing`` (SGLang's names)
+META_TIMINGS = ("request_received_ts", "api_server_dispatch_finish_ts", "forward_entry_time",
+                "prefill_finished_time", "request_finished_ts", "response_sent_to_client_ts",
+                "queue_time", "first_token_latency", "e2e_latency", "num_retractions")
+
+
+def _int_label(value: Any) -> float | None:
+    """A weight version label that is an integer (``"3"``), as a float; else ``None``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return float(int(value))
+    return None
+
+
 def _fill_meta(seg: Segment, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     kind, message = _finish(meta)
     if kind is not None:
@@ -61,8 +83,13 @@ def _fill_meta(seg: Segment, obj: dict[str, Any], meta: dict[str, Any]) -> None:
     if isinstance(ids, list) and ids:
         seg.prompt_ids = token_ids(ids)
     timing = float_timings(meta.get("sim_timing"))
-    if isinstance(meta.get("e2e_latency"), int | float):
-        timing.setdefault("e2e_latency", float(meta["e2e_latency"]))
+    for key in META_TIMINGS:
+        v = meta.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            timing.setdefault(key, float(v))
+    version = _int_label(meta.get("weight_version"))
+    if version is not None:
+        timing["weight_version"] = version
     seg.server_timing.update(timing)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .._errors import ConfigError
 from ..tracing import _schema as S
-from ..tracing._server_metrics import SERIES, SERIES_NAMES
+from ..tracing._server_metrics import SCRAPE_FAILED, SERIES, SERIES_NAMES
 from ._progress import ProgressSnapshot, ProgressView, Refresher
 from ._widgets import widgets
 
@@ -42,7 +42,7 @@ class MetricsFollower:
     def __init__(self, controller: Any, lanes: Sequence[str]) -> None:
         self.controller = controller
         self.lanes = tuple(lanes)
-        names: set[str] = set()
+        names: set[str] = {SCRAPE_FAILED}  # the lanes' gaps
         for series in SERIES:
             if series.name in self.lanes:
                 for how, *metrics in (*series.vllm, *series.sglang):

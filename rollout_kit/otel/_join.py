@@ -69,7 +69,8 @@ class ServerView:
 
     Attributes:
         sessions: the sessions frame with the :data:`SERVER_COLUMNS` added (NaN / 0 where no
-            span was joined).
+            span was joined, unless the frame had them: an SGLang engine records them from
+            each answer's ``meta_info``, and a session without a span keeps them).
         spans: the joined spans, one row each, with ``task_id``, ``session_id``,
             ``start_ts`` (the server's arrival time on the trace clock) and the latencies as
             ``queue_s``, ``ttft_s``, ``prefill_s``, ``decode_s``, ``e2e_s`` (what
@@ -146,8 +147,9 @@ def join_server_spans(sessions: pd.DataFrame, spans: pd.DataFrame, *,
                        **{col: _number(attrs, k) for k, col in ATTRIBUTES.items()}})
         counts["joined"] += 1
     out = sessions.copy()
-    for col in SERVER_COLUMNS:
-        out[col] = 0 if col == "server_spans" else math.nan
+    for col in SERVER_COLUMNS:  # columns a session has already (SGLang's meta_info) stay
+        if col not in out.columns:
+            out[col] = 0 if col == "server_spans" else math.nan
     spans_frame = pd.DataFrame(joined)
     if joined:
         spans_frame = spans_frame.sort_values(["task_id", "session_id", "start_wall"])
@@ -164,7 +166,8 @@ def join_server_spans(sessions: pd.DataFrame, spans: pd.DataFrame, *,
         hit = out.index.isin(agg.index)
         for col in agg.columns:
             out.loc[hit, col] = agg[col].reindex(out.index[hit]).to_numpy()
-        out["server_spans"] = out["server_spans"].astype("int64")
+    out["server_spans"] = pd.to_numeric(out["server_spans"], errors="coerce").fillna(0) \
+        .astype("int64")
     if "in_flight_s" in out.columns:
         out["server_frontend_s"] = out["in_flight_s"] - out["server_e2e_s"]
     if "generate_s" in out.columns:

@@ -43,13 +43,14 @@ _LANE_STYLE: dict[str, tuple[str, float]] = {
     "prompt_tokens_per_s": ("prompt tok/s", 1.0),
     "generation_tokens_per_s": ("gen tok/s", 1.0),
     "ttft_s": ("server TTFT s", 1.0),
+    "scrape_failed": ("failed scrapes", 1.0),
 }
 #: gauges hold from their scrape on; rates and per-interval means describe the interval
 #: before their (later) scrape
 _GAUGES = frozenset({"running", "waiting", "kv_cache_usage"})
 #: added across servers when more servers than ``max_servers`` are drawn as one line
 _SUMMED = frozenset({"running", "waiting", "preemptions_per_s", "prompt_tokens_per_s",
-                     "generation_tokens_per_s"})
+                     "generation_tokens_per_s", "scrape_failed"})
 
 
 @dataclass(frozen=True, slots=True)

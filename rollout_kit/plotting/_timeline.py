@@ -305,8 +305,9 @@ def plot_timeline(spans_or_tasks: pd.DataFrame, *, tasks: pd.DataFrame | None = 
         mark_status: mark the rows of non-accepted tasks (needs ``status`` in the tasks
             frame); each status is one collection with gid ``"timeline:mark:<status>"``.
         server_spans: the server's own spans joined to the sessions
-            (``rollout_kit.otel.join_server_spans(...).spans``): its queue, prefill and
-            decode of each request drawn as thin bars inside the row (gids
+            (``rollout_kit.otel.join_server_spans(...).spans``, or
+            ``rollout_kit.analysis.server_segments(sessions)`` of an SGLang run): its queue,
+            prefill and decode of each request drawn as thin bars inside the row (gids
             ``"timeline:server queue"`` …).
         sessions: the sessions frame, for ``by="conversation"`` (its ``conversation``
             column places each session's spans on its conversation's lane).

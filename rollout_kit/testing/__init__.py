@@ -1,13 +1,16 @@
-"""Test support: a real vLLM server on CPU, and a pytest plugin with server fixtures.
+"""Test support: real vLLM and SGLang servers on CPU, and a pytest plugin with server fixtures.
 
 * The pytest plugin, registered under the name
   ``rollout_kit`` through the ``pytest11`` entry point, so installing rollout-kit is enough:
-  fixtures ``sim_sglang``, ``sim_vllm``, ``sim_servers``, ``rollout_controller`` and
-  ``vllm_cpu_server`` (``pytest --fixtures`` lists them; ``-p no:rollout_kit`` turns them off).
+  fixtures ``sim_sglang``, ``sim_vllm``, ``sim_servers``, ``rollout_controller``,
+  ``vllm_cpu_server`` and ``sglang_cpu_server`` (``pytest --fixtures`` lists them;
+  ``-p no:rollout_kit`` turns them off).
 * The virtual environment with ``vllm-cpu`` (created once,
-  cached in ``$ROLLOUT_KIT_CACHE`` or ``~/.cache/rollout-kit/vllm-cpu``).
+  cached in ``$ROLLOUT_KIT_CACHE`` or ``~/.cache/rollout-kit/vllm-cpu``), and the one with
+  SGLang (``$ROLLOUT_KIT_SGLANG_CACHE`` or ``~/.cache/rollout-kit/sglang-cpu``; SGLang's CUDA
+  kernel package is replaced by an import-only stand-in that raises if a kernel is called).
 * :func:`build_tiny_model` — a tiny random-weight Llama built locally.
-* :class:`VLLMCPUServer`, the server process.
+* :class:`VLLMCPUServer` and :class:`SGLangCPUServer`, the server processes.
 * :func:`fast_engine_config`, engine settings that fail fast.
 
 Usage outside pytest::
@@ -17,12 +20,20 @@ Usage outside pytest::
     with start_vllm_cpu_server() as server:
         print(server.url)    # http://127.0.0.1:PORT, model "tiny"
 
-``rollout-kit serve vllm-cpu`` does the same from the command line.
+``rollout-kit serve vllm-cpu`` does the same from the command line; ``start_sglang_cpu_server``
+and ``rollout-kit serve sglang-cpu`` start the SGLang one.
 """
 
 from __future__ import annotations
 
 from ._config import FAST_RETRY, fast_engine_config
+from ._sglang_cpu import SGLangCPUServer, start_sglang_cpu_server
+from ._sglang_venv import (
+    SGLANG_VERSION,
+    default_sglang_cache_dir,
+    ensure_sglang_cpu_env,
+    sglang_unsupported_reason,
+)
 from ._tiny_model import build_tiny_model
 from ._venv import (
     TORCH_VERSION,
@@ -37,13 +48,19 @@ from ._vllm_cpu import MODEL_NAME, VLLMCPUServer, start_vllm_cpu_server
 __all__ = [
     "FAST_RETRY",
     "MODEL_NAME",
+    "SGLANG_VERSION",
     "TORCH_VERSION",
     "VLLM_CPU_VERSION",
+    "SGLangCPUServer",
     "VLLMCPUServer",
     "build_tiny_model",
     "default_cache_dir",
+    "default_sglang_cache_dir",
+    "ensure_sglang_cpu_env",
     "ensure_vllm_cpu_env",
     "fast_engine_config",
+    "sglang_unsupported_reason",
+    "start_sglang_cpu_server",
     "start_vllm_cpu_server",
     "unsupported_reason",
     "venv_python",

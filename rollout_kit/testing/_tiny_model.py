@@ -136,12 +136,27 @@ config = LlamaConfig(vocab_size=len(fast), hidden_size=128, intermediate_size=25
                      pad_token_id=2, tie_word_embeddings=False)
 config.dtype = "bfloat16"
 config.save_pretrained(str(out))
+if sys.argv[3] != "-":  # real (random, seeded) weights, for servers that load them from disk
+    import torch
+    from transformers import LlamaForCausalLM
+    torch.manual_seed(int(sys.argv[3]))
+    # logits near zero, as vLLM's dummy weights give: every logprob is about -ln(vocab)
+    config.initializer_range = 5e-4
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(str(out))
 print(json.dumps({"vocab_size": len(fast)}))
 '''
 
 
-def build_tiny_model(folder: Path, python: Path | None = None, *, vocab_size: int = 320) -> Path:
-    """Write a tiny Llama model folder (tokenizer + config; weights come from ``dummy``).
+def _finished(marker: dict[str, object] | None, weights_seed: int | None) -> bool:
+    """Whether a folder's marker says it holds this format (and these weights)."""
+    return (marker is not None and marker.get("format") == MODEL_FORMAT
+            and marker.get("weights_seed") == weights_seed)
+
+
+def build_tiny_model(folder: Path, python: Path | None = None, *, vocab_size: int = 320,
+                     weights_seed: int | None = None) -> Path:
+    """Write a tiny Llama model folder (tokenizer + config; weights come from ``dummy`` or,
+    with ``weights_seed``, from seeded random weights saved beside them).
 
     A byte-level BPE tokenizer with ``<s>``, ``</s>``, ``<pad>`` (ids 0, 1, 2) is trained on a
     few lines of text and given :data:`CHAT_TEMPLATE`; the config is a 2-layer Llama with
@@ -154,6 +169,9 @@ def build_tiny_model(folder: Path, python: Path | None = None, *, vocab_size: in
         folder: where to write the model.
         python: the interpreter of the vllm venv; default: :func:`ensure_vllm_cpu_env`'s.
         vocab_size: the BPE vocabulary size to train towards.
+        weights_seed: write ``model.safetensors`` with random weights drawn from this torch
+            seed (about 1 MB): for servers that load weights from disk and for weight updates
+            (two seeds, two models with different greedy outputs). ``None``: no weights.
 
     Returns:
         ``folder``.
@@ -163,19 +181,18 @@ def build_tiny_model(folder: Path, python: Path | None = None, *, vocab_size: in
     """
     folder = folder.expanduser().resolve()
     marker_path = folder / MODEL_MARKER
-    marker = read_json(marker_path)
-    if marker is not None and marker.get("format") == MODEL_FORMAT:
+    if _finished(read_json(marker_path), weights_seed):
         return folder
     py = python or venv_python(ensure_vllm_cpu_env())
     folder.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(folder.parent / f".{folder.name}.lock"):
-        marker = read_json(marker_path)
-        if marker is not None and marker.get("format") == MODEL_FORMAT:
+        if _finished(read_json(marker_path), weights_seed):
             return folder
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
         try:
             proc = subprocess.run(
-                [str(py), "-c", _BUILD_MODEL_SCRIPT, str(tmp), str(vocab_size)],
+                [str(py), "-c", _BUILD_MODEL_SCRIPT, str(tmp), str(vocab_size),
+                 "-" if weights_seed is None else str(weights_seed)],
                 input=CHAT_TEMPLATE, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise RolloutKitError(
@@ -183,7 +200,8 @@ def build_tiny_model(folder: Path, python: Path | None = None, *, vocab_size: in
                     f"{(proc.stdout + proc.stderr)[-LOG_TAIL_CHARS:]}")
             info = json.loads(proc.stdout.strip().splitlines()[-1])
             (tmp / MODEL_MARKER).write_text(json.dumps(
-                {"format": MODEL_FORMAT, "vocab_size": info["vocab_size"]}) + "\n")
+                {"format": MODEL_FORMAT, "vocab_size": info["vocab_size"],
+                 "weights_seed": weights_seed}) + "\n")
             if folder.exists():
                 shutil.rmtree(folder)
             tmp.rename(folder)

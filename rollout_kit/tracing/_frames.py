@@ -368,6 +368,12 @@ def _phase_seconds(snap: Snapshot, span_task: np.ndarray, span_sess: np.ndarray,
     return task_wall, task_sum, sess_wall
 
 
+#: a session attribute: when its first request reached the server, by the server's clock (Unix
+#: seconds, as SGLang's ``meta_info.request_received_ts``); the frame adds it on the trace
+#: clock as ``server_start_ts``, the column the OTLP join of vLLM's spans gives
+SERVER_START_WALL = "server_start_wall"
+
+
 def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
     """Build all three frames from ``snap``; times are seconds since ``epoch_ns``."""
     names = phases.registered_phases()
@@ -474,6 +480,10 @@ def build_traces(snap: Snapshot, epoch_ns: int, wall_epoch: float) -> Traces:
         sessions = sessions.sort_index()  # a MultiIndex: a stable lexsort
     if not math.isfinite(wall_epoch):
         wall_epoch = math.nan
+    if SERVER_START_WALL in sessions.columns:  # a server's own stamp: onto the trace clock
+        sessions["server_start_ts"] = pd.to_numeric(sessions[SERVER_START_WALL],
+                                                    errors="coerce").astype("float64") \
+            - wall_epoch
     events = _events(snap, sess_first, epoch_ns)
     steps, step_samples = build_steps(snap.steps, epoch_ns)
     return Traces(tasks=tasks, sessions=sessions, spans=spans, wall_epoch=wall_epoch,

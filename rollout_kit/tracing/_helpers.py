@@ -57,6 +57,20 @@ def annotate(**attrs: AttrValue) -> None:
         tr.annotate(sid, **attrs)
 
 
+def annotate_first(**attrs: AttrValue) -> None:
+    """Set the attributes the current session does not have yet (its first call's values
+    stay, e.g. when its first request reached the server); no-op when there is none."""
+    tr = current_tracer()
+    sid = ctx.SESSION.get()
+    if tr is None or sid is None or not tr.enabled or not attrs:
+        return
+    with tr.live.lock:
+        have = tr.live.session(sid, "annotate").attrs or {}
+        new = {k: v for k, v in attrs.items() if k not in have}
+    if new:
+        tr.annotate(sid, **new)
+
+
 def increment(**counts: int | float) -> None:
     """Add to numeric attributes of the current session; no-op when there is none."""
     tr = current_tracer()

@@ -24,6 +24,11 @@ from typing import Final, NamedTuple
 
 Source = tuple[str, ...]  # (how, metric names...)
 
+#: the sample a scraper records for a scrape that got no answer (a timeout, a refused
+#: connection, an error status, text that is not Prometheus): value 1, label ``reason``; its
+#: series (``scrape_failed``) shows where the other series have a gap
+SCRAPE_FAILED = "rollout_kit:scrape_failed"
+
 
 class Series(NamedTuple):
     """One named series: its name, its unit and its sources per flavour."""
@@ -63,6 +68,9 @@ SERIES: Final = (
     Series("ttft_s", "s",
            (("hist_mean", "vllm:time_to_first_token_seconds"),),
            (("hist_mean", "sglang:time_to_first_token_seconds"),)),
+    Series("scrape_failed", "scrapes",
+           (("sum", SCRAPE_FAILED),),
+           (("sum", SCRAPE_FAILED),)),
 )
 SERIES_NAMES: Final = tuple(s.name for s in SERIES)
 

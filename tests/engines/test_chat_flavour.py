@@ -160,3 +160,21 @@ def test_servers_and_the_shortcuts_do_not_clash() -> None:
         rk.RolloutController(servers={"vllm": ["127.0.0.1:9"]}, vllm=["127.0.0.1:8"])
     ctl = rk.RolloutController(sglang="127.0.0.1:7", servers={"vllm-chat": ["127.0.0.1:9"]})
     assert [w.name for w in ctl.workers] == ["vllm-chat", "sglang"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_sglang_chat_ids_come_back_unstreamed_only(stream: bool) -> None:
+    """SGLang 0.5.23 returns ``prompt_token_ids`` / ``response_token_ids`` per choice to a
+    plain chat request and answers a streamed one asking for ids with HTTP 400: the flavour
+    asks only when not streaming, and a streamed answer says it carries no ids."""
+    async with serve("sglang", n=1, zero_latency=True) as cluster:
+        async with make_engine("sglang-chat", cluster.addresses, stream=stream) as engine:
+            resp = await engine.generate_async(ModelRequest(
+                messages=[{"role": "user", "content": "hi"}],
+                gconfig=GenerationConfig(max_new_tokens=6, ignore_eos=True)))
+    assert resp.completion_tokens == 6 and resp.text
+    if stream:
+        assert resp.token_source == "none" and resp.output_tokens == []
+    else:
+        assert resp.token_source == "server" and len(resp.output_tokens) == 6
+        assert len(resp.input_tokens) == resp.prompt_tokens > 0

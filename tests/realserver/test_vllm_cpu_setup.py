@@ -165,7 +165,7 @@ def test_cli_reports_start_failure(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_cli_rejects_unknown_kind() -> None:
     with pytest.raises(SystemExit) as info:
-        main(["serve", "sglang-cpu"])
+        main(["serve", "tgi-cpu"])
     assert info.value.code == 2
 
 

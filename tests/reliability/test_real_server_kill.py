@@ -1,11 +1,10 @@
-"""Scenario 4: the real vLLM CPU server is SIGKILLed mid-run.
+"""Scenario 4: the real vLLM (and SGLang) CPU server is SIGKILLed mid-run.
 
 Unfinished tasks fail after their retries with a clear connection error naming the server,
 nothing hangs, and the same controller is still usable: while the server is down a new task
 fails fast; once the server is restarted (same port) the health probe puts it back and the
 next batch succeeds. The session's shared server is the one killed, and restarted, so the
-scenario costs one server start. The kill comes while the server runs generations: it pauses
-them where they are first (``/pause?mode=keep``), so a loaded machine cannot make it late.
+scenario costs one server start.
 """
 
 from __future__ import annotations
@@ -25,11 +24,19 @@ from rollout_kit import (
     SingleTurnWorkflow,
     Timeouts,
 )
-from rollout_kit.testing import VLLMCPUServer
+from rollout_kit.testing import SGLangCPUServer, VLLMCPUServer
 
-from .conftest import TOK, check_ledger, freeze_running_generations, make_engine, pick, record
+from .conftest import (
+    TOK,
+    check_ledger,
+    freeze_running_generations,
+    make_engine,
+    pick,
+    record,
+    server_metric,
+)
 
-pytestmark = [pytest.mark.vllm_cpu, pytest.mark.timeout(1200)]
+pytestmark = pytest.mark.timeout(1200)
 
 
 def reward(prompt: str, completion: str, prompt_ids: list[int],
@@ -38,24 +45,42 @@ def reward(prompt: str, completion: str, prompt_ids: list[int],
 
 
 async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None:
-    server = vllm_cpu_server
+    await _sigkill_mid_run(vllm_cpu_server, "vllm", "4. real vLLM CPU server SIGKILLed mid-run")
+
+
+async def test_sigkill_real_sglang_mid_run(sglang_cpu_server: SGLangCPUServer) -> None:
+    await _sigkill_mid_run(sglang_cpu_server, "sglang",
+                           "4. real SGLang CPU server SIGKILLed mid-run")
+
+
+async def _sigkill_mid_run(server: VLLMCPUServer | SGLangCPUServer, flavour: str,
+                           scenario: str) -> None:
     n = pick(16, 64)
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=900, ignore_eos=True),
                             tokenizer=TOK)
     retry = RetryPolicy(max_retries=2, initial_delay=0.1, max_delay=0.5)
+    # SGLang's /health takes about a second on a CPU: give each probe room
+    health = 2 if flavour == "vllm" else 5
     t0 = time.perf_counter()
     try:
-        async with make_engine("vllm", [server.address], retry=retry, model=server.model,
-                               timeouts=Timeouts(request=60, total=60, setup=30, health=2),
+        async with make_engine(flavour, [server.address], retry=retry, model=server.model,
+                               timeouts=Timeouts(request=60, total=60, setup=30, health=health),
                                health_probe_interval=0.5) as engine, \
                 RolloutController(engine,
                                   executor_config=ExecutorConfig(max_concurrent_rollouts=n)) \
                 as ctl:
             ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
-            # kill while generations run: frozen where they are (dev-mode pause, keep), so a
-            # loaded machine's late kill still finds them running (900 tokens take only ~5 s)
-            running = await freeze_running_generations(
-                engine, server.url, lambda: all(ctl.peek(i) is not None for i in ids))
+            ended = lambda: all(ctl.peek(i) is not None for i in ids)  # noqa: E731
+            if flavour == "vllm":
+                # frozen where they are (dev-mode pause, keep), so a loaded machine's late
+                # kill still finds them running (900 tokens take only ~5 s)
+                running = await freeze_running_generations(engine, server.url, ended)
+            else:  # SGLang decodes 900 tokens in minutes here: wait for its running count
+                running = 0.0
+                while running < 1:
+                    assert not ended(), "every task ended before a generation was seen running"
+                    running = await server_metric(engine, "sglang:num_running_reqs")
+                    await asyncio.sleep(0.05)
             await asyncio.to_thread(server.kill)
             t_kill = time.perf_counter()
             async with asyncio.timeout(60):  # nothing hangs
@@ -87,8 +112,7 @@ async def test_sigkill_real_vllm_mid_run(vllm_cpu_server: VLLMCPUServer) -> None
     finally:
         if not server.is_running():  # leave the shared server running for other tests
             await asyncio.to_thread(server.restart)
-    record("4. real vLLM CPU server SIGKILLed mid-run",
-           load=f"{n} tasks × 900 tokens, 1 real server",
+    record(scenario, load=f"{n} tasks × 900 tokens, 1 real server",
            faults="SIGKILL of the server group mid-generation; restart; new batch of 8",
            ledger=ledger, wall_s=wall, failed_within_s=round(fail_s, 2),
            running_at_kill=int(running), next_batch="8/8 accepted")

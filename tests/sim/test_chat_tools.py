@@ -289,8 +289,10 @@ async def test_sglang_chat_completions() -> None:
             "return_token_ids": True})
         assert st == 200, body
         ch = body["choices"][0]
+        # SGLang 0.5.23's names, per choice (seen on the real CPU server)
         assert set(ch) == {"index", "message", "logprobs", "finish_reason", "matched_stop",
-                           "token_ids"}
+                           "prompt_token_ids", "response_token_ids"}
+        assert body["usage"]["prompt_tokens"] == len(ch["prompt_token_ids"]) > 0
         assert ch["finish_reason"] == "tool_calls" and ch["matched_stop"] is None
         msg = ch["message"]
         assert set(msg) == {"role", "content", "reasoning_content", "tool_calls"}
@@ -298,12 +300,16 @@ async def test_sglang_chat_completions() -> None:
         [call] = msg["tool_calls"]
         assert call["id"].startswith("call_") and call["index"] == 0
         assert json.loads(call["function"]["arguments"]) == {"expression": "12*(3+4)"}
-        assert TOK.decode(ch["token_ids"]) == CALL_TEXT
+        assert TOK.decode(ch["response_token_ids"]) == CALL_TEXT
         assert body["usage"]["reasoning_tokens"] == 0
         assert body["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
         assert body["metadata"] == {"weight_version": "default"}
-        st, events = await sse(s, c.url + "/v1/chat/completions", {
+        # streamed, 0.5.23 refuses to return ids
+        st, err = await post(s, c.url + "/v1/chat/completions", {
             "messages": QUESTION, "tools": [CALC], "return_token_ids": True, "stream": True})
+        assert st == 400 and "not supported with streaming" in err["message"]
+        st, events = await sse(s, c.url + "/v1/chat/completions", {
+            "messages": QUESTION, "tools": [CALC], "stream": True})
         chunks = events[:-1]
         assert events[-1] == "[DONE]"
         assert all("token_ids" not in ch["choices"][0] and "prompt_token_ids" not in ch

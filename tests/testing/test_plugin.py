@@ -61,6 +61,10 @@ def test_two_flavours(sim_servers, rollout_controller):
 
 def test_real_server(vllm_cpu_server):
     raise AssertionError("skipped by ROLLOUT_KIT_SKIP_VLLM_CPU")
+
+
+def test_real_sglang(sglang_cpu_server):
+    raise AssertionError("skipped by ROLLOUT_KIT_SKIP_SGLANG_CPU")
 '''
 
 
@@ -74,27 +78,35 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 @pytest.fixture
 def user_project(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("ROLLOUT_KIT_SKIP_VLLM_CPU", "1")
+    monkeypatch.setenv("ROLLOUT_KIT_SKIP_SGLANG_CPU", "1")
     project.makepyfile(test_user=USER_TESTS)
     return project
 
 
 def test_user_tests_pass_with_the_plugin_fixtures(user_project: pytest.Pytester) -> None:
     result = user_project.runpytest("-p", "no:cacheprovider", "-rs")
-    result.assert_outcomes(passed=5, skipped=1)
+    result.assert_outcomes(passed=5, skipped=2)
     result.stdout.fnmatch_lines(["*disabled by ROLLOUT_KIT_SKIP_VLLM_CPU*"])
+    result.stdout.fnmatch_lines(["*disabled by ROLLOUT_KIT_SKIP_SGLANG_CPU*"])
 
 
 def test_vllm_cpu_tests_are_marked(user_project: pytest.Pytester) -> None:
     result = user_project.runpytest("-p", "no:cacheprovider", "-m", "vllm_cpu",
                                     "--collect-only", "-q")
-    result.stdout.fnmatch_lines(["test_user.py::test_real_server", "*1/6 tests collected*"])
+    result.stdout.fnmatch_lines(["test_user.py::test_real_server", "*1/7 tests collected*"])
+
+
+def test_sglang_cpu_tests_are_marked(user_project: pytest.Pytester) -> None:
+    result = user_project.runpytest("-p", "no:cacheprovider", "-m", "sglang_cpu",
+                                    "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["test_user.py::test_real_sglang", "*1/7 tests collected*"])
 
 
 def test_fixtures_are_listed(project: pytest.Pytester) -> None:
     result = project.runpytest("-p", "no:cacheprovider", "--fixtures")
     listed = result.stdout.str()
     for name in ("sim_sglang", "sim_vllm", "sim_servers", "rollout_controller",
-                 "vllm_cpu_server"):
+                 "vllm_cpu_server", "sglang_cpu_server"):
         assert f"{name} " in listed or f"{name}\n" in listed, name
     assert "rollout_kit/testing/_plugin.py" in listed or "rollout_kit.testing._plugin" in listed
 

@@ -1,13 +1,20 @@
 """SGLang's ``/generate`` (0.5.23 shapes): the objects it returns, plain and streamed.
 
 Streaming chunks carry cumulative ``text``, ``output_ids`` and logprobs (0.5.23 default);
-``SimConfig.sglang_incremental_streaming`` switches to deltas. Every final object carries
-``meta_info.e2e_latency`` and the extension ``meta_info.sim_timing``
+``SimConfig.sglang_incremental_streaming`` switches to deltas. ``meta_info`` holds the
+server's own view of the request as 0.5.23 reports it: on every object ``num_retractions``
+(0: the simulator never retracts), ``forward_entry_time`` and ``prefill_finished_time`` once
+known (Unix seconds), ``queue_time`` once admitted and ``response_sent_to_client_ts``; on the
+final one also ``e2e_latency``, ``request_received_ts``, ``first_token_latency`` (once a
+token came), ``api_server_dispatch_finish_ts``, ``request_finished_ts``,
+``decode_throughput`` and ``weight_versions``, plus the extension ``sim_timing``
 (``queue_s``, ``prefill_s``, ``decode_s``, ``first_token_s``, ``e2e_s``, ``cached_tokens``).
+Loop times become Unix seconds through the offset between the two clocks at the answer.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
@@ -41,6 +48,32 @@ def _finish_reason(seq: SimSequence) -> dict[str, Any]:
     if plan.finish == "length":
         return {"type": "length", "length": seq.max_tokens}
     return {"type": "stop", "matched": plan.matched}
+
+
+def _server_view(meta: dict[str, Any], seq: SimSequence, now: float, *, final: bool,
+                 label: str) -> None:
+    """Add SGLang 0.5.23's per-request stamps and durations of ``seq`` at loop time ``now``."""
+    wall = time.time() - now  # loop time → Unix seconds
+    admitted = seq.aborted != ABORT_WAITING and seq.state in ("running", "done")
+    got = seq.n_done > 0
+    meta["num_retractions"] = 0
+    if admitted:
+        meta["forward_entry_time"] = wall + seq.admit_t
+        if got:
+            meta["prefill_finished_time"] = wall + seq.first_t
+        meta["queue_time"] = seq.admit_t - seq.arrival
+    if final:
+        k = seq.n_done
+        meta["weight_versions"] = [{"version": label, "start": 0, "end": k}] if k else []
+        meta["e2e_latency"] = now - seq.arrival
+        meta["request_received_ts"] = wall + seq.arrival
+        if got:
+            meta["first_token_latency"] = seq.first_t - seq.arrival
+        meta["api_server_dispatch_finish_ts"] = wall + seq.arrival
+        meta["request_finished_ts"] = wall + now
+        if k > 1 and now > seq.first_t:
+            meta["decode_throughput"] = (k - 1) / (now - seq.first_t)
+    meta["response_sent_to_client_ts"] = wall + now
 
 
 class _Formatter:
@@ -95,9 +128,9 @@ class _Formatter:
                                                         key=lambda x: -x[1])[:kk]]
                     for i in range(start, k)]
                 meta["input_top_logprobs"] = [None] * len(meta["input_token_logprobs"])
+        now = self.ctx.engine.loop.time()
+        _server_view(meta, seq, now, final=final, label=self.ctx.engine.weight_label)
         if final:
-            now = self.ctx.engine.loop.time()
-            meta["e2e_latency"] = now - seq.arrival
             meta["sim_timing"] = seq.timing(now)
         out: dict[str, Any] = {"text": text, "output_ids": ids[start:k], "meta_info": meta}
         if waiting_abort:

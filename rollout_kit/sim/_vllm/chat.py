@@ -194,6 +194,12 @@ def _sglang_error(message: str, status: int = 400) -> web.Response:
                           "param": None, "code": status}, status)
 
 
+#: SGLang 0.5.23's answer to a streamed chat request asking for token ids (HTTP 400)
+_SGLANG_STREAMED_IDS = ("return_token_ids is not supported with streaming on "
+                        "/v1/chat/completions. Please set stream=false when using "
+                        "return_token_ids=true.")
+
+
 async def serve_chat(request: web.Request, flavour: Flavour) -> web.StreamResponse:
     """``POST /v1/chat/completions`` in ``flavour``'s shapes."""
     ctx = ctx_of(request)
@@ -207,6 +213,10 @@ async def serve_chat(request: web.Request, flavour: Flavour) -> web.StreamRespon
             if body.get("no_stop_trim") is not None:
                 body["include_stop_str_in_output"] = body["no_stop_trim"]
         req = parse_chat(ctx, body)
+        if flavour == "sglang":
+            if req.c.stream and req.c.return_token_ids:
+                raise ApiError(_SGLANG_STREAMED_IDS)
+            req.c.tokens_as_ids = False  # 0.5.23 ignores it: logprob tokens are text
         spec = sampling_spec(ctx, req.c, len(req.prompt))
     except ApiError as exc:
         if flavour == "sglang":
@@ -243,10 +253,10 @@ async def serve_chat(request: web.Request, flavour: Flavour) -> web.StreamRespon
             choice: dict[str, Any] = {"index": s.index, "message": shapes.message(text, parsed),
                                       "logprobs": lp, "finish_reason": reason,
                                       "matched_stop": stop_reason}
-            if req.return_prompt_ids:
+            if req.return_prompt_ids or c.return_token_ids:
                 choice["prompt_token_ids"] = req.prompt
-            if c.return_token_ids:
-                choice["token_ids"] = plan.token_ids[:k]
+            if c.return_token_ids:  # SGLang 0.5.23's name, per choice
+                choice["response_token_ids"] = plan.token_ids[:k]
             choices.append(choice)
             continue
         choices.append({
