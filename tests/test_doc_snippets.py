@@ -181,6 +181,14 @@ PLAN: dict[tuple[str, int], Run | NotRun] = {
     ("docs/guides/replay.md", 0): Run(before=SINGLE_TURN, replace=(VLLM,), after=(
         "assert len(calls) == 20 and df['identical'].all() and len(df) == 2")),
     ("docs/guides/server-view.md", 0): Run(before=SERVER_VIEW, replace=SERVER_VIEW_EDITS),
+    ("docs/guides/server-view.md", 1): Run(  # SGLang's meta_info: no OTLP needed
+        before=SINGLE_TURN + """
+from rollout_kit import analysis
+from rollout_kit.analysis import why_slow
+from rollout_kit.plotting import plot_timeline
+ctl = RolloutController(sglang=_sglang.addresses)
+await ctl.rollout_batch_async(data, workflow)
+""", after="assert (ctl.sessions()['server_e2e_s'] > 0).all()"),
     ("docs/guides/testing-workflows.md", 0): Run(pytest=True, before=PYTEST_FILE),
     ("docs/index.md", 0): Run(replace=(SGLANG,), after="assert results[0].ok"),
     ("docs/performance.md", 0): NotRun("the benchmarks: tests/test_bench_smoke.py runs --smoke"),
