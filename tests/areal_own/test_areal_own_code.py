@@ -24,3 +24,11 @@ def test_areal_workflows_and_agent_on_real_vllm(areal_env: AReaLEnv,
 
 def test_areal_workflows_notebook(areal_env: AReaLEnv) -> None:
     areal_env.run_notebook("areal_workflows.ipynb")
+
+
+@pytest.mark.timeout(900)
+def test_areal_workflows_and_agent_on_real_sglang(areal_env: AReaLEnv,
+                                                  sglang_cpu_server: Any) -> None:
+    areal_env.run("test_areal_on_real_sglang.py",
+                  env={"ROLLOUT_KIT_SGLANG_URLS": sglang_cpu_server.address,
+                       "ROLLOUT_KIT_AREAL_MODEL": str(sglang_cpu_server.model_dir)})
