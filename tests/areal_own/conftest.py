@@ -10,6 +10,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,14 @@ class AReaLEnv:
         any of them was skipped."""
         self.pytest(["-c", str(INSIDE / "pytest.ini"), "-q", *(str(INSIDE / t) for t in tests)],
                     cwd=INSIDE, env=env)
+
+    def run_real(self, flavour: str, server: Any) -> None:
+        """Run ``inside/test_areal_on_real_server.py`` against a running real server (with
+        ``address`` and ``model_dir``) of ``flavour``."""
+        self.run("test_areal_on_real_server.py",
+                 env={"ROLLOUT_KIT_REAL_FLAVOUR": flavour,
+                      "ROLLOUT_KIT_REAL_ADDRESS": server.address,
+                      "ROLLOUT_KIT_AREAL_MODEL": str(server.model_dir)})
 
     def run_notebook(self, name: str) -> None:
         """Run ``notebooks/<name>`` under nbval (the project's settings) in the AReaL venv."""

@@ -17,18 +17,14 @@ def test_areal_workflows_and_agents_on_the_simulator(areal_env: AReaLEnv) -> Non
 @pytest.mark.timeout(900)
 def test_areal_workflows_and_agent_on_real_vllm(areal_env: AReaLEnv,
                                                 vllm_cpu_server: Any) -> None:
-    areal_env.run("test_areal_on_real_vllm.py",
-                  env={"ROLLOUT_KIT_VLLM_URLS": vllm_cpu_server.address,
-                       "ROLLOUT_KIT_AREAL_MODEL": str(vllm_cpu_server.model_dir)})
-
-
-def test_areal_workflows_notebook(areal_env: AReaLEnv) -> None:
-    areal_env.run_notebook("areal_workflows.ipynb")
+    areal_env.run_real("vllm", vllm_cpu_server)
 
 
 @pytest.mark.timeout(900)
 def test_areal_workflows_and_agent_on_real_sglang(areal_env: AReaLEnv,
                                                   sglang_cpu_server: Any) -> None:
-    areal_env.run("test_areal_on_real_sglang.py",
-                  env={"ROLLOUT_KIT_SGLANG_URLS": sglang_cpu_server.address,
-                       "ROLLOUT_KIT_AREAL_MODEL": str(sglang_cpu_server.model_dir)})
+    areal_env.run_real("sglang", sglang_cpu_server)
+
+
+def test_areal_workflows_notebook(areal_env: AReaLEnv) -> None:
+    areal_env.run_notebook("areal_workflows.ipynb")
