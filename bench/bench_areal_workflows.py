@@ -33,14 +33,14 @@ METRIC = "AReaL's RLVRWorkflow via agenerate, tasks/s (zero-latency sim)"
 
 
 def rows(size: Size) -> list[Row]:
-    from rollout_kit.testing._areal_env import _ready, default_areal_cache_dir
+    from rollout_kit.testing._areal_env import areal_env_ready, default_areal_cache_dir
 
     cache = default_areal_cache_dir()
-    if not _ready(cache / "venv") or not (cache / "tiny-llama" / "tokenizer.json").is_file():
+    model = cache / "tiny-llama"
+    if not areal_env_ready(cache / "venv") or not (model / "tokenizer.json").is_file():
         return [Row("areal", METRIC, None, note="skipped: no AReaL venv (the test command "
                                                 "makes it: tests/areal_own)")]
     n, rounds = SIZES[size]
-    model = cache / "tiny-llama"
     with sim_process("--api", "sglang", "--zero-latency", "--tokenizer", str(model)) as (url, _):
         out = subprocess.run(
             [str(cache / "venv" / "bin" / "python"), str(CHILD), url, str(model), str(n),

