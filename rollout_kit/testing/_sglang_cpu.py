@@ -87,10 +87,16 @@ class SGLangCPUServer(ServerProcess):
                 "--enable-metrics", *self.extra_args]
 
     def environment(self) -> dict[str, str]:
-        """The server's environment: the CPU engine, offline, the ``sgl_kernel`` stand-in."""
+        """The server's environment: the CPU engine, offline, the ``sgl_kernel`` stand-in, and
+        torch.distributed initialised from a file: its default TCP store listens on every
+        interface (``::``), not on loopback only."""
+        store = self.log_path.parent / f"sglang-{self.port}.distinit"
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.unlink(missing_ok=True)  # a FileStore's file must not outlive its run
         return {**super().environment(), "SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1",
                 "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1",
-                "PYTHONPATH": str(STANDIN_DIR)}
+                "PYTHONPATH": str(STANDIN_DIR),
+                "SGLANG_DISTRIBUTED_INIT_METHOD_OVERRIDE": f"file://{store}"}
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"

@@ -157,3 +157,16 @@ async def test_sglang_chat_ids(sglang_cpu_server: SGLangCPUServer, stream: bool)
         same = await engine.generate_async(ModelRequest(input_ids=resp.input_tokens,
                                                         gconfig=g))
     assert same.output_tokens == resp.output_tokens
+
+
+def test_the_server_listens_on_loopback_only(sglang_cpu_server: SGLangCPUServer) -> None:
+    """Every process of the server (launcher, scheduler, detokenizer) listens on 127.0.0.1:
+    torch.distributed's default TCP store would listen on every interface (``::``)."""
+    import psutil
+
+    assert sglang_cpu_server.pid is not None
+    root = psutil.Process(sglang_cpu_server.pid)
+    listening = [(p.name(), c.laddr.ip, c.laddr.port)
+                 for p in (root, *root.children(recursive=True))
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    assert listening and all(ip == "127.0.0.1" for _, ip, _ in listening), listening
