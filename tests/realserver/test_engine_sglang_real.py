@@ -110,6 +110,10 @@ async def test_error_shapes_map_to_rollout_kit_errors(real: RealServer) -> None:
     await check_error_shapes(real)
 
 
+#: how far SGLang's clock and the client's may disagree on this machine (seen: 19 ms loaded)
+SKEW = 0.05
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 async def test_tracer_sessions_frame_joins_the_servers_view(real: RealServer,
                                                             stream: bool) -> None:
@@ -117,15 +121,19 @@ async def test_tracer_sessions_frame_joins_the_servers_view(real: RealServer,
     sessions = await check_tracer_sessions(real, stream=stream)
     row = sessions.iloc[0]
     assert row["server_spans"] == 1 and row["server_preemptions"] == 0
+    # SGLang's own stamps are differences within one of its processes; the front end is the
+    # client's in-flight time minus them: two clocks, which a loaded machine set 19 ms apart
+    # (SKEW, the bound the arrival stamp below gets too)
     for col in SERVER_COLUMNS[:-1]:
-        assert math.isfinite(row[col]) and row[col] >= -0.005, (col, row[col])
+        floor = -SKEW if col == "server_frontend_s" else -0.005
+        assert math.isfinite(row[col]) and row[col] >= floor, (col, row[col])
     assert row["server_queue_s"] + row["server_prefill_s"] + row["server_decode_s"] \
         <= row["server_e2e_s"] + 1e-6
-    assert row["server_e2e_s"] <= row["in_flight_s"]
+    assert row["server_e2e_s"] <= row["in_flight_s"] + SKEW
     assert row["server_frontend_s"] == pytest.approx(row["in_flight_s"] - row["server_e2e_s"])
     # the server's arrival stamp lands inside the session on the trace clock (within the
     # few ms by which SGLang's conversion of its monotonic clock to Unix time may be off)
-    assert row["start_ts"] - 0.05 <= row["server_start_ts"] <= row["end_ts"] + 0.05
+    assert row["start_ts"] - SKEW <= row["server_start_ts"] <= row["end_ts"] + SKEW
 
 
 async def test_controller_single_turn_workflow_and_why_slow(real: RealServer) -> None:
