@@ -20,8 +20,7 @@ from tqdm.auto import tqdm
 from . import analysis, plotting
 from ._errors import ConfigError
 from ._paths import prepare_output_dir
-from .tracing import Traces
-from .tracing._chrome import to_chrome_trace
+from .tracing import Traces, to_chrome_trace
 
 __all__ = ["CHROME_FILE", "PLOT_FILES", "REPORT_LANES", "SERVER_STATE_FILE", "export_frames",
            "write_chrome_trace", "write_report"]

@@ -81,6 +81,9 @@ def render() -> str:
             note = " (nor through others)" if not c.get("allow_indirect_imports") else ""
             out.append(f"| {_escape(c['name'])} | {_modules(c['source_modules'])} "
                        f"| {_modules(c['forbidden_modules'])}{note} |")
+    rules = [c["name"] for c in all_contracts if c["type"] == "private_modules"]
+    if rules:
+        out += ["", "And for every package: " + "; ".join(rules) + "."]
     return "\n".join(out)
 
 

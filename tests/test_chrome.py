@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._chrome import QUEUED_EVENT, to_chrome_trace
+from rollout_kit.tracing._frames.chrome import QUEUED_EVENT, to_chrome_trace
 from tests._chrome_format import check_trace
 from tests._trace_factories import make_traces, record_with_tracer
 

@@ -122,6 +122,8 @@ def test_the_bench_markers_are_there_once_and_in_order(path: str, markers: tuple
 
 @pytest.mark.parametrize("package", PUBLIC_PACKAGES)
 def test_every_public_package_has_an_api_page_in_the_nav(package: str) -> None:
-    page = DOCS / "api" / f"{package}.md"
+    """A public package has its page; a public module of one (``tracing.schema``) is on its
+    package's page."""
+    page = DOCS / "api" / f"{package.split('.')[0]}.md"
     assert re.search(rf"^::: rollout_kit\.{package}$", page.read_text(encoding="utf-8"), re.M)
-    assert f"api/{package}.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert f"api/{page.name}" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")

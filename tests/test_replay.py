@@ -36,7 +36,7 @@ from rollout_kit.tracing import (
     read_areal_dump,
     trace_session,
 )
-from rollout_kit.tracing._dumps import derive_seed, versions_rle
+from rollout_kit.tracing.dumps import derive_seed, versions_rle
 
 FLAVOURS = ["sglang", "vllm"]
 PROMPTS = [{"prompt": "tell me a story"}, {"input_ids": [40, 41, 42, 43, 44]}]

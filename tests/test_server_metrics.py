@@ -29,7 +29,7 @@ from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Tracer, load_traces
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._server_metrics import KEPT_METRICS, SCRAPE_FAILED, SERIES_NAMES
+from rollout_kit.tracing.server_metrics import KEPT_METRICS, SCRAPE_FAILED, SERIES_NAMES
 from tests.sim.helpers import until
 
 FLAVOURS = ["vllm", "sglang"]

@@ -36,7 +36,7 @@ from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import Traces
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._server_metrics import SCRAPE_FAILED
+from rollout_kit.tracing.server_metrics import SCRAPE_FAILED
 from tests.sim.helpers import until
 
 pytestmark = pytest.mark.timeout(120)

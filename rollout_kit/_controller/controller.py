@@ -26,6 +26,7 @@ calls, control (pause, cancel, versions), replay and the traces.
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -37,9 +38,7 @@ from .._gc import GcHold
 from .._ids import TaskIdGenerator
 from .._io import RolloutResult
 from .._loop import LoopBinding
-from ..replay._compare import missing_row
-from ..replay._run import read_source, replay_frame
-from ..replay._workflow import ReplayWorkflow, replay_tasks
+from ..replay import replay_through
 from ..tracing import Tracer, TrajectoryDump
 from ..workers import LocalScheduler, Worker, WorkerPool, WorkerSpec
 from .batching import prepare_batch, rollout_batch
@@ -54,7 +53,7 @@ if TYPE_CHECKING:
     from .._config import EngineConfig, ExecutorConfig
     from .._executor import AcceptFnSpec, WorkflowSpec
     from ..engines import InferenceEngine, MetricsScraper
-    from ..replay._run import ReplaySource
+    from ..replay import ReplaySource
 
 _TOTALS = ("enqueued", "running", "accepted", "rejected", "failed", "cancelled", "submitted",
            "capacity")
@@ -614,19 +613,9 @@ class RolloutController:
         """
         self.check_open("replay()")
         self.tracer.flush()  # this controller's own dump may be the source: write it out
-        tasks, rows = replay_tasks(read_source(source), task_ids)
-        results = await self.rollout_batch_async(
-            tasks, ReplayWorkflow(check_determinism=check_determinism), timeout=timeout)
-        for task, result in zip(tasks, results, strict=True):
-            if result.ok:
-                for key, row in result.trajectory:
-                    rows.append((key, {**row, "replay_task_id": result.task_id}))
-                continue
-            why = f"replay task {result.task_id} {result.status}: {result.reason}"
-            for key, call in task.calls:
-                row = missing_row(why, call)
-                rows.append((key, {**row, "status": "failed", "replay_task_id": result.task_id}))
-        return replay_frame(rows)
+        return await replay_through(functools.partial(self.rollout_batch_async, timeout=timeout),
+                                    source, task_ids=task_ids,
+                                    check_determinism=check_determinism)
 
     def replay(self, source: ReplaySource, *, task_ids: Sequence[int] | None = None,
                check_determinism: bool = True, timeout: float | None = None) -> pd.DataFrame:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import ConfigError, TraceSchemaError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import floats, require_columns
 
 CONVERSATION = "conversation"

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .._errors import TraceSchemaError
-from ..tracing import _schema as S
-from ..tracing._phases import registered_phases
+from ..tracing import registered_phases
+from ..tracing import schema as S
 
 PERCENTILES = (50, 90, 99)
 LATENCY_STATS = ("count", "mean", "p50", "p90", "p99", "max")

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import ConfigError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import PERCENTILES, floats, phase_names, require_columns
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import ConfigError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import floats, is_spans, is_status, require_columns
 
 _THROUGHPUT_COLUMNS = ("tasks", "accepted", "tasks_per_s", "completion_tokens_per_s")

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import floats, require_columns
 from ._server import server_series
 

@@ -4,7 +4,7 @@
 ``/metrics`` (``Traces.server_metrics``, ``RolloutController.server_metrics()``: columns
 ``ts``, ``server``, ``metric``, ``labels``, ``value``) into the series a user reads beside a
 timeline, on the same clock. Each comes from vLLM's or SGLang's own metrics
-(:data:`rollout_kit.tracing._server_metrics.SERIES`); the first source a server exposes wins:
+(:data:`rollout_kit.tracing.server_metrics.SERIES`); the first source a server exposes wins:
 
 =========================== ==============================================================
 series                      source (vLLM; SGLang)
@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..tracing import _schema as S
-from ..tracing._server_metrics import SERIES, SERIES_NAMES, Source
+from ..tracing import schema as S
+from ..tracing.server_metrics import SERIES, SERIES_NAMES, Source
 from ._common import require_columns
 
 #: the columns of :func:`server_series`'s tidy frame

@@ -66,7 +66,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import ConfigError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import floats, require_columns
 from ._groups import slowest
 from ._server import server_series

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import ConfigError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import LATENCY_STATS, PERCENTILES, floats, is_status, phase_names, require_columns
 
 

@@ -13,7 +13,7 @@ import time
 
 from .._config import GenerationConfig
 from .._io import ModelRequest
-from ..tracing._dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
+from ..tracing.dumps import Coordinate, SeedSource, SegmentRecord, TrajectoryDump
 from ._output import Output
 
 

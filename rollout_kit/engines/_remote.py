@@ -49,10 +49,9 @@ from .._errors import (
     truncate,
 )
 from .._io import ModelRequest, ModelResponse, StopReason
-from ..tracing import annotate, dump_call, increment, traceparent
-from ..tracing._dumps import SegmentRecord
-from ..tracing._helpers import session_event
-from ..tracing._schema import CONTINUE
+from ..tracing import annotate, dump_call, increment, session_event, traceparent
+from ..tracing.dumps import SegmentRecord
+from ..tracing.schema import CONTINUE
 from ._backend import PARSE_ERRORS, Backend, Segment, StreamParser
 from ._base import InferenceEngine
 from ._control import ServerControl

@@ -2,7 +2,7 @@
 
 :class:`MetricsScraper` runs one small loop per server on the event loop: every
 ``interval`` seconds it sends ``GET /metrics`` (SGLang needs ``--enable-metrics``), keeps
-the samples named in :data:`~rollout_kit.tracing._server_metrics.KEPT_METRICS` (the lines of
+the samples named in :data:`~rollout_kit.tracing.server_metrics.KEPT_METRICS` (the lines of
 other metrics are dropped before ``prometheus_client``'s parser reads the text: a real vLLM
 exposition is hundreds of histogram buckets) and hands them to a sink — the tracer's
 :meth:`~rollout_kit.tracing.Tracer.record_server_metrics` — stamped with the midpoint of
@@ -20,7 +20,7 @@ never raised:
 * timeouts and connection failures are counted (``failed``), and the next tick tries again.
 
 Each scrape that got no samples that way is still handed to the sink, as one
-:data:`~rollout_kit.tracing._server_metrics.SCRAPE_FAILED` sample (value 1, label
+:data:`~rollout_kit.tracing.server_metrics.SCRAPE_FAILED` sample (value 1, label
 ``reason``): the metrics frame shows when the server was not seen, so its lanes show a gap
 and :func:`rollout_kit.analysis.why_slow` says so instead of quoting another moment's state.
 
@@ -48,7 +48,7 @@ from typing import Any
 
 from .._config import EngineConfig
 from .._errors import ConfigError, EngineError, EngineStatusError, EngineTimeoutError
-from ..tracing._server_metrics import KEPT_METRICS, SCRAPE_FAILED
+from ..tracing.server_metrics import KEPT_METRICS, SCRAPE_FAILED
 from ._http import HttpClient
 from ._prometheus import parse_prometheus
 
@@ -195,7 +195,7 @@ class MetricsScraper:
         timeout: seconds one scrape may take (default: the larger of ``0.8 * interval``
             and :data:`MIN_TIMEOUT_S`).
         keep: the sample names kept (default
-            :data:`~rollout_kit.tracing._server_metrics.KEPT_METRICS`).
+            :data:`~rollout_kit.tracing.server_metrics.KEPT_METRICS`).
 
     Raises:
         ConfigError: an interval or timeout that is not a number > 0.

@@ -36,8 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..tracing import annotate, increment
-from ..tracing._helpers import annotate_first
+from ..tracing import annotate, annotate_first, increment
 
 
 def server_counts(answers: Sequence[tuple[dict[str, float], int, int]]

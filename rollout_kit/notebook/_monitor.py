@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 
 from .._errors import ConfigError
-from ..tracing import _schema as S
-from ..tracing._server_metrics import SCRAPE_FAILED, SERIES, SERIES_NAMES
+from ..tracing import schema as S
+from ..tracing.server_metrics import SCRAPE_FAILED, SERIES, SERIES_NAMES
 from ._progress import ProgressSnapshot, ProgressView, Refresher
 from ._widgets import widgets
 

@@ -27,7 +27,7 @@ import pandas as pd
 from .._config import GenerationConfig
 from .._errors import ConfigError, RolloutKitError, truncate
 from .._io import RolloutResult
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._progress import ProgressSnapshot, ProgressView, Refresher
 from ._widgets import widgets
 

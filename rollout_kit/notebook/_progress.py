@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._widgets import widgets
 
 _TERMINAL = ("accepted", "rejected", "failed", "cancelled")

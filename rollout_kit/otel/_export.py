@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanKind, set_span_in_context
 
 from .._errors import ConfigError
-from ..tracing._helpers import TASK_SPAN_ID, session_span_id
+from ..tracing import TASK_SPAN_ID, session_span_id
 
 if TYPE_CHECKING:
     import pandas as pd

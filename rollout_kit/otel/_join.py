@@ -45,7 +45,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..tracing._helpers import TASK_SPAN_ID
+from ..tracing import TASK_SPAN_ID
 
 QUEUE = "gen_ai.latency.time_in_queue"
 TTFT = "gen_ai.latency.time_to_first_token"

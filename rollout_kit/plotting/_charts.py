@@ -12,7 +12,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .. import analysis
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import (
     F64,
     QUEUED_LINE_COLOR,

@@ -12,8 +12,8 @@ from matplotlib.axes import Axes
 
 from .. import analysis
 from .._errors import ConfigError
-from ..tracing import _schema as S
-from ..tracing._phases import PALETTE, phase_color, registered_phases
+from ..tracing import PALETTE, phase_color, registered_phases
+from ..tracing import schema as S
 
 QUEUED_COLOR = "#cbd5e1"
 IDLE_COLOR = "#e5e7eb"

@@ -36,7 +36,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import F64, STATUS_COLORS, axes_for, check_choice, floats, no_data
 from ._figure import new_figure
 from ._server import lane_layout

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .. import analysis
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import F64, IDLE_COLOR, axes_for, floats, no_data
 from ._timeline import _rects_path
 

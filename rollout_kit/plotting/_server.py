@@ -27,8 +27,8 @@ from matplotlib.figure import Figure
 
 from .. import analysis
 from .._errors import ConfigError
-from ..tracing import _schema as S
-from ..tracing._server_metrics import SERIES_NAMES
+from ..tracing import schema as S
+from ..tracing.server_metrics import SERIES_NAMES
 from ._common import F64, QUEUED_COLOR, axes_for, color_of_phase, floats, no_data
 
 #: the lanes ``plot_timeline(..., server_metrics=...)`` draws unless told

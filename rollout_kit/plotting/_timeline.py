@@ -17,7 +17,7 @@ from matplotlib.path import Path
 
 from .. import analysis
 from .._errors import ConfigError
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._common import (
     _HATCH_ROWS,
     _LABEL_ROWS,

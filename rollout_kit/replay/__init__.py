@@ -18,11 +18,13 @@ a call could not be reproduced.
 from __future__ import annotations
 
 from ._compare import FRAME_COLUMNS, first_divergence
-from ._run import replay, replay_async
+from ._run import ReplaySource, replay, replay_async, replay_through
 
 __all__ = [
     "FRAME_COLUMNS",
+    "ReplaySource",
     "first_divergence",
     "replay",
     "replay_async",
+    "replay_through",
 ]

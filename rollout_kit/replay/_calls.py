@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError, EngineError, truncate
 from .._io import ModelRequest
-from ..tracing._dumps import gconfig_of
+from ..tracing.dumps import gconfig_of
 
 if TYPE_CHECKING:
     from ..engines import InferenceEngine

@@ -1,4 +1,5 @@
-"""``replay_async`` / ``replay``: re-issue recorded calls and compare, without a controller."""
+"""``replay_async`` / ``replay``: re-issue recorded calls and compare, without a controller;
+``replay_through``: the same through a controller's batch call."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ import pandas as pd
 from .._errors import ConfigError
 from .._loop import run_sync
 from ..tracing import load_dump, read_areal_dump
-from ..tracing._dumps import call_index
-from ._compare import FRAME_COLUMNS
+from ..tracing.dumps import call_index
+from ._compare import FRAME_COLUMNS, missing_row
 from ._workflow import CallKey, ReplayTask, ReplayWorkflow, replay_tasks
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from .._config import EngineConfig
+    from .._io import RolloutResult
     from ..engines import InferenceEngine, RemoteInfEngine
 
 ReplaySource = pd.DataFrame | str | os.PathLike[str]
@@ -123,3 +127,25 @@ async def replay_async(source: ReplaySource, *, task_ids: Sequence[int] | None =
 def replay(source: ReplaySource, **kwargs: Any) -> pd.DataFrame:
     """Blocking twin of :func:`replay_async` (works inside a notebook's running loop)."""
     return run_sync(replay_async(source, **kwargs), what="replay()")
+
+
+async def replay_through(rollout_batch: Callable[[list[ReplayTask], ReplayWorkflow],
+                                                 Awaitable[list[RolloutResult]]],
+                         source: ReplaySource, *, task_ids: Sequence[int] | None = None,
+                         check_determinism: bool = True) -> pd.DataFrame:
+    """Replay as traced tasks of a controller: one task per recorded task, run by
+    ``rollout_batch`` (``RolloutController.rollout_batch_async``); the frame is
+    :func:`replay_async`'s with ``replay_task_id`` set. A replay task that fails leaves
+    ``failed`` rows for its calls."""
+    tasks, rows = replay_tasks(read_source(source), task_ids)
+    results = await rollout_batch(tasks, ReplayWorkflow(check_determinism=check_determinism))
+    for task, result in zip(tasks, results, strict=True):
+        if result.ok:
+            for key, row in result.trajectory:
+                rows.append((key, {**row, "replay_task_id": result.task_id}))
+            continue
+        why = f"replay task {result.task_id} {result.status}: {result.reason}"
+        for key, call in task.calls:
+            row = missing_row(why, call)
+            rows.append((key, {**row, "status": "failed", "replay_task_id": result.task_id}))
+    return replay_frame(rows)

@@ -24,7 +24,7 @@ from .._config import ExecutorConfig
 from .._controller.batching import validate_item, workflow_error
 from .._errors import ConfigError
 from .._executor.staleness import capacity
-from ..tracing import _schema as S
+from ..tracing import schema as S
 from ._config import RLConfig, token_versions
 
 if TYPE_CHECKING:

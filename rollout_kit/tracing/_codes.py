@@ -1,16 +1,16 @@
 """The small integer codes a tracer stores: lifecycle marks, statuses, session events.
 
 A task's marks are a list indexed by mark code (``marks[END]``), in the order of
-:data:`~rollout_kit.tracing._schema.LIFECYCLE_EVENTS`; statuses are indices into
-:data:`~rollout_kit.tracing._schema.STATUSES`; session event kinds into
-:data:`~rollout_kit.tracing._schema.SESSION_EVENTS`. Use these names, never bare indices.
+:data:`~rollout_kit.tracing.schema.LIFECYCLE_EVENTS`; statuses are indices into
+:data:`~rollout_kit.tracing.schema.STATUSES`; session event kinds into
+:data:`~rollout_kit.tracing.schema.SESSION_EVENTS`. Use these names, never bare indices.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from ._schema import LIFECYCLE_EVENTS, SESSION_EVENTS, STATUSES
+from .schema import LIFECYCLE_EVENTS, SESSION_EVENTS, STATUSES
 
 # -- lifecycle marks: indices into a task's ``marks`` -------------------------------------
 SUBMIT: Final = 0

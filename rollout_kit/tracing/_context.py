@@ -14,8 +14,8 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Protocol
 
-from ._dumps import TrajectoryDump
 from ._live import LiveTable
+from .dumps import TrajectoryDump
 
 
 class Recorder(Protocol):

@@ -20,10 +20,10 @@ from time import perf_counter_ns
 from .._errors import ConfigError
 from . import _context as ctx
 from ._codes import SESSION_EVENT_CODES
-from ._dumps import Coordinate, TrajectoryDump
 from ._scopes import PhaseScope, SessionScope
 from ._store import MISSING, AttrValue
 from ._tracer import current_tracer
+from .dumps import Coordinate, TrajectoryDump
 
 #: the span id of a task's own span (the root of its trace): a session's span ids never
 #: reach the top bit

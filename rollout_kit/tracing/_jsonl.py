@@ -1,15 +1,16 @@
-"""The one JSONL line reader of trace-like files (traces, dumps, other tools' exports).
+"""JSONL, the trace's crash-safe log: the one writer (:func:`append_records`) and the one
+line reader of trace-like files (traces, dumps, other tools' exports).
 
-It sits at the bottom of the tracing package so that every reader above it (``persist``,
-``imports``, ``dumps``) reports torn files and bad lines the same way: the file, the 1-based
-line, and a :class:`TornTraceWarning` for a last line cut short.
+Every reader (the read side in ``_frames``, the load datasets) reports torn files and bad
+lines the same way: the file, the 1-based line, and a :class:`TornTraceWarning` for a last
+line cut short.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,21 @@ def jsonl_objects(path: StrPath) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(rec, dict):
             raise TraceSchemaError(f"{os.fspath(path)}: line {i + 1} is not a JSON object")
         yield i + 1, rec
+
+
+def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: bool = False
+                   ) -> None:
+    """Write records as JSON lines in one ``write`` call (append, or truncate first).
+
+    numpy arrays in a record (the columns of a ``columns`` record) are encoded by orjson
+    itself, without a Python object per value.
+    """
+    data = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+                    for r in records)
+    with open(path, "wb" if truncate else "ab") as fh:
+        fh.write(data)
+
+
+def parquet_path(jsonl: StrPath) -> Path:
+    """Where the Parquet form of the JSONL trace ``jsonl`` goes: ``X.jsonl`` → ``X.parquet``."""
+    return Path(jsonl).with_suffix(".parquet")

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from .._errors import ConfigError
-from ._schema import BUILTIN_PHASES
+from .schema import BUILTIN_PHASES
 
 # tab10 without the colours of the built-ins, then tab20's light tones: distinct and readable
 _BUILTIN_COLORS = {"generate": "#2563eb", "reward": "#dc2626", "toolcall": "#f59e0b"}

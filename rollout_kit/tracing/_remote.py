@@ -1,5 +1,10 @@
 """Traces recorded in another process: put them on this process's time axis.
 
+:func:`controller_record` is the submitting side's own record of such a task, built from the
+``perf_counter_ns`` stamps it took (marks named as in ``schema.LIFECYCLE_EVENTS``); a task
+that ended without a worker record (cancelled while queued, failed in the call) is ingested
+as that record alone.
+
 A worker process records a task with its own tracer and ships the records
 (:meth:`Tracer.drain_records` format: a header, then task records) back; the receiving
 tracer :meth:`~rollout_kit.tracing._tracer.Tracer.ingest` s them, re-anchoring times through
@@ -11,10 +16,38 @@ dispatched itself, replaces those marks by the ones it saw.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import TraceSchemaError
-from ._codes import CONSUME, DISPATCH, SUBMIT
+from ._codes import CONSUME, DISPATCH, EVENT_CODES, N_MARKS, SUBMIT
+from ._store import FORMAT
+from .schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from ._tracer import Tracer
+
+
+def controller_record(tracer: Tracer, task_id: int, worker: str, *, status: str,
+                      reason: str | None, error: str | None,
+                      marks: Mapping[str, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(header, task record)`` of a task as the submitting side saw it, on ``tracer``'s
+    clock: pass it as :func:`reanchor`'s ``local``, or alone to ``Tracer.ingest``.
+
+    Args:
+        tracer: the submitting side's tracer (its ``epoch_ns`` / ``wall_epoch`` anchor).
+        task_id, worker, status, reason, error: the record's fields.
+        marks: ``perf_counter_ns`` stamps by lifecycle event (``"submit"``, ``"dispatch"``,
+            ``"start"``, ``"end"``).
+    """
+    out: list[int | None] = [None] * N_MARKS
+    for event, ts in marks.items():
+        out[EVENT_CODES[event]] = ts - tracer.epoch_ns
+    header = {"kind": "header", "format": FORMAT, "schema": SCHEMA_VERSION,
+              "wall_epoch": tracer.wall_epoch, "worker": worker}
+    record = {"kind": "task", "task_id": task_id, "worker": worker, "status": status,
+              "reason": reason, "error": error, "marks": out, "attrs": {}, "sessions": [],
+              "spans": []}
+    return header, record
 
 
 def reanchor(header: Mapping[str, Any], record: Mapping[str, Any], *,

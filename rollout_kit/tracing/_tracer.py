@@ -41,24 +41,28 @@ from contextvars import Context
 from pathlib import Path
 from time import perf_counter_ns
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from .._errors import ConfigError, TraceSchemaError, TraceStateError, UnknownTaskIdError, truncate
 from .._ids import validate_task_id
 from . import _context as ctx
-from . import _schema as S
+from . import schema as S
 from ._codes import EVENT_CODES, PENDING, STATUS_CODES
-from ._dumps import TrajectoryDump
-from ._frames import Traces, build_server_metrics, build_steps, build_traces
+from ._jsonl import append_records, parquet_path
 from ._live import ENDED, NEW, OPEN, LiveSession, LiveTable
-from ._parquet import read_info, write_snapshot
-from ._persist import append_records, compact_trace, parquet_path, source_info
 from ._scopes import PhaseScope, SessionScope, TaskScope
 from ._starts import TaskStarts
 from ._store import COLUMNS, FORMAT, AttrValue, IdSet, Store, check_attrs, check_counts
 from ._store.steps import SAMPLE_FIELDS, STEP_FIELDS
+from .dumps import TrajectoryDump
+
+if TYPE_CHECKING:
+    from ._frames.build import Traces
+
+# The read side (``_frames``: frames, Parquet, other tools' readers) is imported where a
+# method needs it, never with this module: an engine that records imports the write side only.
 
 TASK_RESERVED = frozenset(S.TASK_COLUMNS) | {S.TASK_ID, S.SESSION_ID}
 SESSION_RESERVED = frozenset({S.TASK_ID, S.SESSION_ID, S.STATUS, S.START_TS, S.END_TS,
@@ -161,6 +165,7 @@ class Tracer:
         pq, path = self.parquet_path, self.path
         if pq is None or path is None or not pq.is_file():
             return
+        from ._frames.parquet import read_info
         try:
             source = read_info(pq).source
         except TraceSchemaError:
@@ -348,6 +353,7 @@ class Tracer:
         """
         with self.live.lock:
             rows = self._store.server_metrics.rows(start)
+        from ._frames.build import build_server_metrics
         return build_server_metrics(rows, self.epoch_ns)
 
     def _side_records(self) -> list[dict[str, Any] | None]:
@@ -392,6 +398,7 @@ class Tracer:
         alone, without building the other frames."""
         with self.live.lock:
             rows = self._store.steps.rows()
+        from ._frames.build import build_steps
         return build_steps(rows, self.epoch_ns)
 
     # -- the live table: annotations, sessions, phases and their scopes -----------------
@@ -588,6 +595,7 @@ class Tracer:
                 for t in self.live.tasks.values():
                     t.commit(store, PENDING, None, None, None)
             snap = store.snapshot()
+        from ._frames.build import build_traces
         return build_traces(snap, self.epoch_ns, self.wall_epoch)
 
     def tasks_df(self) -> pd.DataFrame:
@@ -707,6 +715,8 @@ class Tracer:
         if self.path is None or self.parquet_path is None or not self.enabled:
             self.flush()
             return None
+        from ._frames.files import compact_trace, source_info
+        from ._frames.parquet import write_snapshot
         if self.dump is not None:
             self.dump.flush()
         with self._io_lock:

@@ -38,10 +38,18 @@ from rollout_kit.engines import (
     RemotevLLMEngine,
     SGLangBackend,
 )
-from rollout_kit.engines import _control as control
-from rollout_kit.engines import _http as http
-from rollout_kit.engines import _recording as recording
-from rollout_kit.engines import _remote as remote
+from rollout_kit.engines import (
+    _control as control,
+)
+from rollout_kit.engines import (
+    _http as http,
+)
+from rollout_kit.engines import (
+    _recording as recording,
+)
+from rollout_kit.engines import (
+    _remote as remote,
+)
 from rollout_kit.engines._backend import Segment
 from rollout_kit.engines._output import Output, output_budget
 from rollout_kit.sim import serve

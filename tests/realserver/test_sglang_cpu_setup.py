@@ -24,8 +24,12 @@ from rollout_kit.testing import (
     ensure_sglang_cpu_env,
     sglang_unsupported_reason,
 )
-from rollout_kit.testing import _sglang_venv as sglang_venv
-from rollout_kit.testing import _tiny_model as tiny_model
+from rollout_kit.testing import (
+    _sglang_venv as sglang_venv,
+)
+from rollout_kit.testing import (
+    _tiny_model as tiny_model,
+)
 
 x86_linux = pytest.mark.skipif(sglang_unsupported_reason() is not None,
                                reason=f"needs an SGLang platform: {sglang_unsupported_reason()}")

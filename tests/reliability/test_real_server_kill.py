@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,9 +22,11 @@ from rollout_kit import (
     GenerationConfig,
     RetryPolicy,
     RolloutController,
+    RolloutResult,
     SingleTurnWorkflow,
     Timeouts,
 )
+from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.testing import SGLangCPUServer, VLLMCPUServer
 
 from .conftest import (
@@ -53,6 +56,25 @@ async def test_sigkill_real_sglang_mid_run(sglang_cpu_server: SGLangCPUServer) -
                            "4. real SGLang CPU server SIGKILLed mid-run")
 
 
+#: waves of tasks sent at most until one is seen mid-generation
+WAVES = 5
+
+
+async def _running_now(engine: RemoteInfEngine, server: VLLMCPUServer | SGLangCPUServer,
+                       flavour: str, ended: Callable[[], bool]) -> float:
+    """How many generations the server runs once some are found running (vLLM: frozen there
+    by a dev-mode pause, so a loaded machine's late kill still finds them, as 900 tokens
+    take only ~5 s; SGLang decodes 900 tokens in minutes here), or 0.0 when ``ended()``
+    first."""
+    if flavour == "vllm":
+        return await freeze_running_generations(engine, server.url, ended)
+    running = 0.0
+    while running < 1 and not ended():
+        running = await server_metric(engine, "sglang:num_running_reqs")
+        await asyncio.sleep(0.05)
+    return running
+
+
 async def _sigkill_mid_run(server: VLLMCPUServer | SGLangCPUServer, flavour: str,
                            scenario: str) -> None:
     n = pick(16, 64)
@@ -69,24 +91,26 @@ async def _sigkill_mid_run(server: VLLMCPUServer | SGLangCPUServer, flavour: str
                 RolloutController(engine,
                                   executor_config=ExecutorConfig(max_concurrent_rollouts=n)) \
                 as ctl:
-            ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
-            ended = lambda: all(ctl.peek(i) is not None for i in ids)  # noqa: E731
-            if flavour == "vllm":
-                # frozen where they are (dev-mode pause, keep), so a loaded machine's late
-                # kill still finds them running (900 tokens take only ~5 s)
-                running = await freeze_running_generations(engine, server.url, ended)
-            else:  # SGLang decodes 900 tokens in minutes here: wait for its running count
-                running = 0.0
-                while running < 1:
-                    assert not ended(), "every task ended before a generation was seen running"
-                    running = await server_metric(engine, "sglang:num_running_reqs")
-                    await asyncio.sleep(0.05)
+            # a wave that ends between two looks (a loaded machine) is followed by another
+            submitted: list[int] = []
+            results: list[RolloutResult] = []
+            for _wave in range(WAVES):
+                ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
+                submitted += ids
+                ended = lambda ids=ids: all(ctl.peek(i) is not None for i in ids)  # noqa: E731
+                running = await _running_now(engine, server, flavour, ended)
+                if running >= 1:
+                    break
+                results += await ctl.wait_async(timeout=60)
+            else:
+                pytest.fail(f"{WAVES} waves of {n} tasks each ended before a generation was "
+                            "seen running")
             await asyncio.to_thread(server.kill)
             t_kill = time.perf_counter()
             async with asyncio.timeout(60):  # nothing hangs
-                results = await ctl.wait_async(timeout=60)
+                results += await ctl.wait_async(timeout=60)
             fail_s = time.perf_counter() - t_kill
-            ledger = check_ledger(ids, results, ctl.traces())
+            ledger = check_ledger(submitted, results, ctl.traces())
             failed = [r for r in results if r.status == "failed"]
             assert failed, "the kill did not hit any running generation"
             assert set(ledger.statuses) <= {"accepted", "failed"}

@@ -24,7 +24,7 @@ from rollout_kit.sim import serve
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import atrace_phase, load_traces, trace_session
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._chrome import (
+from rollout_kit.tracing._frames.chrome import (
     CONTINUE_EVENT,
     SERVER_COUNTER,
     TASK_COUNTER,

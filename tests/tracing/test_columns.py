@@ -14,7 +14,7 @@ import pytest
 from rollout_kit import TraceSchemaError
 from rollout_kit.tracing import Tracer, load_traces, schema
 from rollout_kit.tracing._codes import CONTINUE
-from rollout_kit.tracing._persist import read_records
+from rollout_kit.tracing._frames.files import read_records
 
 
 def _fill(tr: Tracer, ids: range) -> None:

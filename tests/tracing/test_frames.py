@@ -11,7 +11,7 @@ import pytest
 
 from rollout_kit import ConfigError, analysis
 from rollout_kit.tracing import Tracer, load_traces, schema
-from rollout_kit.tracing._frames import _union_seconds, build_traces
+from rollout_kit.tracing._frames.build import _union_seconds, build_traces
 from rollout_kit.tracing._store import FORMAT, Store
 from tests._trace_factories import union_length
 

@@ -16,11 +16,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.tracing import Tracer, annotate, load_traces, session_event
-from rollout_kit.tracing import _frames as frames
-from rollout_kit.tracing import _phases as phases
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._frames import Traces, _column, _union_seconds, build_traces, empty_events
+from rollout_kit.tracing import (
+    Tracer,
+    annotate,
+    load_traces,
+    session_event,
+)
+from rollout_kit.tracing import (
+    _phases as phases,
+)
+from rollout_kit.tracing import (
+    schema as S,
+)
+from rollout_kit.tracing._frames import build as frames
+from rollout_kit.tracing._frames.build import (
+    Traces,
+    _column,
+    _union_seconds,
+    build_traces,
+    empty_events,
+)
 from rollout_kit.tracing._store import FORMAT, Store
 
 _EVENT_DTYPES = {S.TASK_ID: "int64", S.SESSION_ID: "Int64", S.EVENT: "category",

@@ -24,9 +24,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from rollout_kit import TraceSchemaError, analysis, plotting
-from rollout_kit.tracing import _imports as imports_mod
 from rollout_kit.tracing import load_traces, read_guidellm
-from rollout_kit.tracing._imports import (
+from rollout_kit.tracing._frames import readers as imports_mod
+from rollout_kit.tracing._frames.readers import (
     GUIDELLM_TPOT_S,
     TPOT_S,
     GuidellmSampleWarning,

@@ -38,7 +38,7 @@ from rollout_kit.tracing import (
     read_areal_sessions_trace,
     read_vllm_bench,
 )
-from rollout_kit.tracing._imports import file_kind
+from rollout_kit.tracing._frames.readers import file_kind
 from tests._trace_factories import reference_traces
 
 DATA = Path(__file__).parent / "data"

@@ -18,9 +18,11 @@ from rollout_kit.tracing import (
     increment,
     trace_phase,
 )
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._dumps import Coordinate
+from rollout_kit.tracing import (
+    schema as S,
+)
 from rollout_kit.tracing._live import CLOSED, ENDED
+from rollout_kit.tracing.dumps import Coordinate
 
 
 def _coordinate() -> Coordinate:

@@ -26,9 +26,11 @@ from rollout_kit.tracing import (
     session_event,
     trace_phase,
 )
-from rollout_kit.tracing import _persist as persist
-from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._parquet import META_KEY, read_info
+from rollout_kit.tracing import (
+    schema as S,
+)
+from rollout_kit.tracing._frames import files as persist
+from rollout_kit.tracing._frames.parquet import META_KEY, read_info
 
 register_phase("verify")
 

@@ -20,12 +20,26 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rollout_kit.tracing import Tracer, load_traces, session_event
-from rollout_kit.tracing import _helpers as helpers
-from rollout_kit.tracing import _live as live
-from rollout_kit.tracing import _scopes as scopes
-from rollout_kit.tracing import _tracer as core
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import (
+    Tracer,
+    load_traces,
+    session_event,
+)
+from rollout_kit.tracing import (
+    _helpers as helpers,
+)
+from rollout_kit.tracing import (
+    _live as live,
+)
+from rollout_kit.tracing import (
+    _scopes as scopes,
+)
+from rollout_kit.tracing import (
+    _tracer as core,
+)
+from rollout_kit.tracing import (
+    schema as S,
+)
 
 SEC = 10**9
 

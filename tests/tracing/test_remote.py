@@ -24,7 +24,7 @@ def _task(marks: list[int | None], worker: str) -> dict[str, object]:
 
 
 def test_mark_codes_follow_the_schema() -> None:
-    from rollout_kit.tracing._schema import LIFECYCLE_EVENTS
+    from rollout_kit.tracing.schema import LIFECYCLE_EVENTS
     assert [LIFECYCLE_EVENTS[c] for c in (SUBMIT, DISPATCH, START, END, CONSUME)] == [
         "submit", "dispatch", "start", "end", "consume"]
     assert codes.EVENT_CODES["consume"] == CONSUME

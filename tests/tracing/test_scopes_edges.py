@@ -27,7 +27,9 @@ from rollout_kit.tracing import (
     trace_phase,
     traceparent,
 )
-from rollout_kit.tracing import schema as S
+from rollout_kit.tracing import (
+    schema as S,
+)
 from rollout_kit.tracing._live import ENDED, NOOP, OPEN
 from rollout_kit.tracing._scopes import PhaseScope
 

@@ -20,7 +20,7 @@ import pytest
 from rollout_kit import ConfigError, TraceSchemaError
 from rollout_kit.tracing import Tracer, annotate
 from rollout_kit.tracing import schema as S
-from rollout_kit.tracing._frames import build_traces
+from rollout_kit.tracing._frames.build import build_traces
 from rollout_kit.tracing._store import FORMAT, Store, check_attrs
 from tests.tracing._batches import Record, set_at, traced_batch
 

@@ -60,9 +60,8 @@ import numpy as np
 import pandas as pd
 
 from ..._errors import ConfigError, TraceSchemaError, truncate
-from ...tracing import Traces, load_traces
-from ...tracing import _schema as S
-from ...tracing._imports import AREAL_STATUSES
+from ...tracing import AREAL_STATUSES, Traces, load_traces
+from ...tracing import schema as S
 from .._tokenize import TextTokenizer
 from ._common import (
     SPECIAL_IDS,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from ..._errors import ConfigError
 from .. import _phases as phases
-from .._schema import PHASE_SESSION_SUFFIX
+from ..schema import PHASE_SESSION_SUFFIX
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 SCALARS = (str, int, float, bool, type(None))

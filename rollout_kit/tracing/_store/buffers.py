@@ -10,7 +10,7 @@ from typing import Any, Self
 
 import numpy as np
 
-from .._schema import LIFECYCLE_EVENTS
+from ..schema import LIFECYCLE_EVENTS
 from .attrs import AttrValue
 from .layout import (
     E_STRIDE,

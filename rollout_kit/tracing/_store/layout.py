@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .._schema import LIFECYCLE_EVENTS
+from ..schema import LIFECYCLE_EVENTS
 from .attrs import AttrValue
 
 FORMAT = "rollout_kit.trace"

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _schema as S
+from .. import schema as S
 
 #: the kind of an RL steps record
 STEPS = "rl_steps"

@@ -17,7 +17,7 @@ import numpy as np
 from ..._errors import TraceSchemaError
 from .. import _phases as phases
 from .._codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
-from .._schema import LIFECYCLE_EVENTS, MIN_SCHEMA_VERSION, SCHEMA_VERSION, SESSION_EVENTS, STATUSES
+from ..schema import LIFECYCLE_EVENTS, MIN_SCHEMA_VERSION, SCHEMA_VERSION, SESSION_EVENTS, STATUSES
 from .attrs import SCALARS, AttrValue
 from .buffers import Buffers
 from .layout import (

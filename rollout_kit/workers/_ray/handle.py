@@ -28,10 +28,8 @@ from ..._config import ExecutorConfig
 from ..._errors import ControllerStateError, SchedulerError, TaskIdMismatchError
 from ..._executor import Dispatcher, Job, error_text
 from ..._io import RolloutResult, Status
-from ...tracing import reanchor
-from ...tracing._codes import DISPATCH, END, START, SUBMIT
+from ...tracing import controller_record, reanchor
 from .engine import RayEngineProxy
-from .traces import controller_record
 from .wire import RemoteOutcome, Shipment, import_ray, ship
 
 if TYPE_CHECKING:
@@ -66,7 +64,7 @@ class RayWorkerHandle:
                                  version=self._engine.get_version, start=self._start)
         self._counts = {"accepted": 0, "rejected": 0, "failed": 0, "cancelled": 0,
                         "submitted": 0}
-        self._marks: dict[int, dict[int, int]] = {}  # perf_counter_ns by mark code
+        self._marks: dict[int, dict[str, int]] = {}  # perf_counter_ns by lifecycle event
         self._seq = itertools.count()
         self._started: asyncio.Future[None] | None = None
         self._closed = False
@@ -166,7 +164,7 @@ class RayWorkerHandle:
             r = job.recipe
             job.recipe = dataclasses.replace(
                 r, payload=ship(r.workflow, r.workflow_kwargs, r.should_accept_fn))
-        self._marks[job.task_id] = {SUBMIT: perf_counter_ns()}
+        self._marks[job.task_id] = {"submit": perf_counter_ns()}
         self._counts["submitted"] += 1
         if self._closed:
             self._closed_out(job)
@@ -177,7 +175,7 @@ class RayWorkerHandle:
         if self._closed and not self._queue.draining:
             self._closed_out(job)
             return
-        self._marks[job.task_id][DISPATCH] = perf_counter_ns()
+        self._marks[job.task_id]["dispatch"] = perf_counter_ns()
         loop = self._binding.bind()
         job.handle = loop.create_task(self._run(job), name=f"ray-rollout-{job.task_id}")
         job.handle.add_done_callback(functools.partial(self._on_handle_done, job))
@@ -188,7 +186,7 @@ class RayWorkerHandle:
 
     async def _run(self, job: Job) -> None:
         tid = job.task_id
-        self._marks[tid][START] = perf_counter_ns()
+        self._marks[tid]["start"] = perf_counter_ns()
         shipment = job.recipe.payload
         assert isinstance(shipment, Shipment)
         try:
@@ -250,7 +248,7 @@ class RayWorkerHandle:
             return
         remote = None if outcome is None or not outcome.header else outcome.record
         if remote is None:
-            marks.setdefault(END, perf_counter_ns())
+            marks.setdefault("end", perf_counter_ns())
         local = controller_record(tracer, tid, worker, status=status, reason=reason,
                                   error=None if error is None else error_text(error),
                                   marks=marks)

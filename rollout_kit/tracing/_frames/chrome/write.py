@@ -1,5 +1,5 @@
 """Writing the Chrome trace JSON from its layout (:func:`to_chrome_trace`); see
-:mod:`rollout_kit.tracing._chrome` for the format."""
+:mod:`rollout_kit.tracing._frames.chrome` for the format."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from ..._errors import ConfigError
-from .. import _schema as S
+from ...._errors import ConfigError
+from ... import schema as S
 from .layout import CAT_CONTINUE, CAT_COUNTER, CAT_SESSION, ChromeLayout, chrome_layout
 
 

@@ -1,6 +1,6 @@
 """Reading AReaL's session traces (``sessions-r*.jsonl``,
 :func:`read_areal_sessions_trace`); the column mapping is in
-:mod:`rollout_kit.tracing._imports`."""
+:mod:`rollout_kit.tracing._frames.readers`."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._errors import ConfigError, TraceSchemaError, truncate
-from .. import _phases as phases
-from .._frames import Traces
-from .._jsonl import jsonl_objects
-from .._store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED
+from ...._errors import ConfigError, TraceSchemaError, truncate
+from ... import _phases as phases
+from ..._jsonl import jsonl_objects
+from ..._store import FLAG_CLOSED_AT_FINALIZE, FLAG_RAISED
+from ..build import Traces
 from .common import (
     SOURCE,
     Record,

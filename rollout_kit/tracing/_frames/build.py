@@ -18,9 +18,9 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from . import _phases as phases
-from . import _schema as S
-from ._store import (
+from .. import _phases as phases
+from .. import schema as S
+from .._store import (
     FLAG_CLOSED_AT_FINALIZE,
     FLAG_RAISED,
     MISSING,
@@ -28,8 +28,8 @@ from ._store import (
     AttrValues,
     Snapshot,
 )
-from ._store.metrics import MetricRows
-from ._store.steps import SAMPLE_FIELDS, STEP_FIELDS, StepRows
+from .._store.metrics import MetricRows
+from .._store.steps import SAMPLE_FIELDS, STEP_FIELDS, StepRows
 
 _STATUS_DTYPE = pd.CategoricalDtype(list(S.STATUSES))
 _STRING = pd.StringDtype()

@@ -100,9 +100,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ..._errors import ConfigError, TraceSchemaError, truncate
-from .._frames import Traces
-from .._store import FORMAT
+from ...._errors import ConfigError, TraceSchemaError, truncate
+from ..._store import FORMAT
+from ..build import Traces
 from .aiperf import read_aiperf
 from .areal import AREAL_STATUSES, read_areal_sessions_trace
 from .common import KINDS, SOURCE, TPOT_S, Kind, StrPath, json_or_none

@@ -164,3 +164,7 @@ def phase_session_column(phase: str) -> str:
     exceed the task's ``total_s`` (see the module docstring).
     """
     return f"{phase}{PHASE_SESSION_SUFFIX}"
+
+
+#: every name above: the column and value constants and the two column-name functions
+__all__ = [name for name in dict(globals()) if name[0].isalpha() and name != "annotations"]

@@ -1,5 +1,6 @@
 """Reading trace Parquet files back into :class:`~rollout_kit.tracing._store.Snapshot` s
-(one file, or several concatenated); see :mod:`rollout_kit.tracing._parquet` for the layout."""
+(one file, or several concatenated); see :mod:`rollout_kit.tracing._frames.parquet` for
+the layout."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.api.types import union_categoricals
 
-from .. import _phases as phases
-from .._codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
-from .._schema import LIFECYCLE_EVENTS
-from .._store import MISSING, AttrValues, Snapshot
-from .._store.metrics import MetricRows
-from .._store.steps import StepRows
+from ... import _phases as phases
+from ..._codes import EVENT_CODES, SESSION_EVENT_CODES, STATUS_CODES
+from ..._store import MISSING, AttrValues, Snapshot
+from ..._store.metrics import MetricRows
+from ..._store.steps import StepRows
+from ...schema import LIFECYCLE_EVENTS
 from .meta import (
     ENCODING,
     Attrs,

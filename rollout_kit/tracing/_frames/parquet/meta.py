@@ -1,5 +1,5 @@
 """The trace Parquet file's metadata (its header) and the errors naming the file; see
-:mod:`rollout_kit.tracing._parquet` for the layout."""
+:mod:`rollout_kit.tracing._frames.parquet` for the layout."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..._errors import TraceSchemaError
-from .._schema import (
+from ...._errors import TraceSchemaError
+from ..._store import FORMAT, AttrValues
+from ...schema import (
     MIN_SCHEMA_VERSION,
     SCHEMA_VERSION,
 )
-from .._store import FORMAT, AttrValues
 
 META_KEY = b"rollout_kit.trace"
 COMPRESSION = "zstd"

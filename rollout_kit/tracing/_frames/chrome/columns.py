@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..._errors import TraceSchemaError
+from ...._errors import TraceSchemaError
 
 F64 = np.ndarray[Any, np.dtype[np.float64]]
 I64 = np.ndarray[Any, np.dtype[np.int64]]

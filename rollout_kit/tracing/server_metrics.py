@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+__all__ = ["KEPT_METRICS", "SCRAPE_FAILED", "SERIES", "SERIES_NAMES", "Series", "Source"]
+
 Source = tuple[str, ...]  # (how, metric names...)
 
 #: the sample a scraper records for a scrape that got no answer (a timeout, a refused

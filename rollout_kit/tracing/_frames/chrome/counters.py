@@ -1,13 +1,13 @@
 """Counter series of the Chrome trace (``"ph": "C"``): per worker process, tasks ``queued``
 and ``in_flight``; per server, requests ``in_flight`` and (streamed runs) ``queued`` for
-their first token. See :mod:`rollout_kit.tracing._chrome` for what the trace shows."""
+their first token. See :mod:`rollout_kit.tracing._frames.chrome` for what the trace shows."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .. import _schema as S
+from ... import schema as S
 from .columns import DEFAULT_PROCESS, F64, NO_SESSION, floats, ints
 
 TASK_COUNTER = "tasks"

@@ -1,5 +1,5 @@
 """Reading aiperf's per-request exports (``profile_export.jsonl``, :func:`read_aiperf`); the
-column mapping is in :mod:`rollout_kit.tracing._imports`."""
+column mapping is in :mod:`rollout_kit.tracing._frames.readers`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._errors import TraceSchemaError, truncate
-from .. import _schema as S
-from .._frames import Traces
-from .._jsonl import jsonl_objects
-from .._store import FLAG_RAISED
+from ...._errors import TraceSchemaError, truncate
+from ... import schema as S
+from ..._jsonl import jsonl_objects
+from ..._store import FLAG_RAISED
+from ..build import Traces
 from .common import (
     REQUEST_ERROR,
     SOURCE,

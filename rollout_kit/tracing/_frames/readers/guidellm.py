@@ -1,5 +1,5 @@
 """Reading guidellm's result files (``guidellm run --output kind=json``: ``benchmarks.json``,
-:func:`read_guidellm`); the column mapping is in :mod:`rollout_kit.tracing._imports`.
+:func:`read_guidellm`); the column mapping is in :mod:`rollout_kit.tracing._frames.readers`.
 
 The file (guidellm 0.8, ``metadata.version`` 2) is one JSON document: ``metadata``
 (``guidellm_version``), ``config`` and ``benchmarks[]``; each benchmark holds its per-request
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..._errors import TraceSchemaError, truncate
-from .. import _schema as S
-from .._frames import Traces
-from .._store import FLAG_RAISED
+from ...._errors import TraceSchemaError, truncate
+from ... import schema as S
+from ..._store import FLAG_RAISED
+from ..build import Traces
 from .common import (
     REQUEST_ERROR,
     SOURCE,

@@ -57,7 +57,7 @@ from its drawing.
 
 Usage::
 
-    from rollout_kit.tracing._chrome import to_chrome_trace
+    from . import to_chrome_trace
     to_chrome_trace(traces.spans, "trace.json", tasks=traces.tasks, sessions=traces.sessions,
                     events=traces.events)  # open in ui.perfetto.dev
 """

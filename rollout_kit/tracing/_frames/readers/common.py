@@ -1,4 +1,4 @@
-"""What the readers of :mod:`rollout_kit.tracing._imports` share: the kinds of file, the
+"""What the readers of :mod:`rollout_kit.tracing._frames.readers` share: the kinds of file, the
 columns they add, the small checks of a record's values and the builders of the task records
 that become :class:`~rollout_kit.tracing.Traces`."""
 
@@ -11,11 +11,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
-from ..._errors import ConfigError
-from .. import _phases as phases
-from .. import _schema as S
-from .._frames import Traces, build_traces
-from .._store import FORMAT, Store
+from ...._errors import ConfigError
+from ... import _phases as phases
+from ... import schema as S
+from ..._store import FORMAT, Store
+from ..build import Traces, build_traces
 
 StrPath = str | os.PathLike[str]
 Kind = Literal["rollout_kit", "vllm_bench", "aiperf", "guidellm", "areal_sessions"]

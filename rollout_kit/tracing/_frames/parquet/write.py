@@ -1,5 +1,5 @@
 """Writing a :class:`~rollout_kit.tracing._store.Snapshot` as a trace Parquet file (pyarrow);
-see :mod:`rollout_kit.tracing._parquet` for the layout."""
+see :mod:`rollout_kit.tracing._frames.parquet` for the layout."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from .. import _phases as phases
-from .._schema import (
+from ... import _phases as phases
+from ..._store import FORMAT, MISSING, AttrValues, Snapshot
+from ..._store.metrics import MetricRows
+from ...schema import (
     LIFECYCLE_EVENTS,
     SCHEMA_VERSION,
     SESSION_EVENTS,
     STATUSES,
 )
-from .._store import FORMAT, MISSING, AttrValues, Snapshot
-from .._store.metrics import MetricRows
 from .meta import COMPRESSION, JSON_FIELD, KINDS, META_KEY, Attrs, StrPath
 
 

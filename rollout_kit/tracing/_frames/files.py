@@ -7,7 +7,7 @@ serialized with orjson, which refuses integers wider than 64 bits — task ids a
 plain sequential ints, never ``uuid4().int``.
 
 The JSONL file is the crash-safe append log. :func:`compact_trace` writes its Parquet form
-(:mod:`rollout_kit.tracing._parquet`: ``X.jsonl`` → ``X.parquet``), which loads several times
+(:mod:`rollout_kit.tracing._frames.parquet`: ``X.jsonl`` → ``X.parquet``), which loads several times
 faster; :func:`load_traces` reads both, and of a JSONL file and the Parquet compacted from it
 (both in one directory or glob) loads the Parquet only — unless the JSONL has grown since,
 then the JSONL, with a :class:`StaleParquetWarning`.
@@ -18,18 +18,18 @@ from __future__ import annotations
 import glob
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .._errors import ConfigError, TraceSchemaError
-from ._frames import Traces, build_traces
-from ._imports import foreign_kind, read_files
-from ._jsonl import jsonl_objects
-from ._parquet import concat_snapshots, read_info, read_snapshot, write_snapshot
-from ._store import FORMAT, Snapshot, Store
+from ..._errors import ConfigError, TraceSchemaError
+from .._jsonl import jsonl_objects, parquet_path
+from .._store import FORMAT, Snapshot, Store
+from .build import Traces, build_traces
+from .parquet import concat_snapshots, read_info, read_snapshot, write_snapshot
+from .readers import foreign_kind, read_files
 
 StrPath = str | os.PathLike[str]
 #: the files of a trace directory: JSONL logs and their Parquet forms
@@ -40,19 +40,6 @@ _PARQUET_MAGIC = b"PAR1"
 class StaleParquetWarning(UserWarning):
     """A Parquet trace was compacted from an earlier state of a JSONL trace loaded with it:
     the JSONL (the log, which has grown since) was loaded instead."""
-
-
-def append_records(path: Path, records: Iterable[dict[str, Any]], *, truncate: bool = False
-                   ) -> None:
-    """Write records as JSON lines in one ``write`` call (append, or truncate first).
-
-    numpy arrays in a record (the columns of a ``columns`` record) are encoded by orjson
-    itself, without a Python object per value.
-    """
-    data = b"".join(orjson.dumps(r, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-                    for r in records)
-    with open(path, "wb" if truncate else "ab") as fh:
-        fh.write(data)
 
 
 def expand_paths(paths: StrPath | Sequence[StrPath], *,
@@ -112,11 +99,6 @@ def is_parquet(path: StrPath) -> bool:
         return True
     with open(path, "rb") as fh:
         return fh.read(len(_PARQUET_MAGIC)) == _PARQUET_MAGIC
-
-
-def parquet_path(jsonl: StrPath) -> Path:
-    """Where the Parquet form of the JSONL trace ``jsonl`` goes: ``X.jsonl`` → ``X.parquet``."""
-    return Path(jsonl).with_suffix(".parquet")
 
 
 def _first_anchor(path: StrPath) -> float | None:
@@ -201,6 +183,48 @@ def compact_trace(jsonl: StrPath, out: StrPath | None = None) -> tuple[Path, Sna
     write_snapshot(target, snap, 0, anchor,
                    {"headers": headers, "source": source_info(path, size)})
     return target, snap
+
+
+def _targets(files: list[Path], folder: Path | None) -> list[Path]:
+    if folder is not None and folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--out {os.fspath(folder)!r} is not a folder")
+    targets = [parquet_path(f) if folder is None else folder / parquet_path(f).name
+               for f in files]
+    seen: dict[Path, Path] = {}
+    for f, t in zip(files, targets, strict=True):
+        if t in seen:
+            raise ConfigError(f"{os.fspath(seen[t])} and {os.fspath(f)} would both be written "
+                              f"to {os.fspath(t)}")
+        seen[t] = f
+    return targets
+
+
+def compact_traces(paths: StrPath | Sequence[StrPath], out: StrPath | None = None
+                   ) -> list[tuple[Path, Path, int, int]]:
+    """:func:`compact_trace` for many JSONL traces (paths, folders — their ``*.jsonl`` — or
+    globs), into ``out`` or next to each; every argument is checked before anything is
+    written.
+
+    Returns:
+        ``(jsonl, parquet, tasks, sessions)`` per file, in order.
+
+    Raises:
+        ConfigError: nothing matches, a Parquet file is given, ``out`` is not a folder, or
+            two files would be written to one place.
+    """
+    files = expand_paths(paths, pattern="*.jsonl")
+    for f in files:
+        if is_parquet(f):
+            raise ConfigError(f"{os.fspath(f)} is Parquet already; convert reads JSONL traces")
+    folder = None if out is None else Path(out)
+    targets = _targets(files, folder)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    done = []
+    for f, t in zip(files, targets, strict=True):
+        target, snap = compact_trace(f, t)
+        done.append((f, target, len(snap.task_id), len(snap.session_id)))
+    return done
 
 
 def load_traces(paths: StrPath | Sequence[StrPath]) -> Traces:

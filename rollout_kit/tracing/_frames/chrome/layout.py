@@ -1,6 +1,6 @@
 """The Chrome trace's layout: which slice goes on which track, the flow chains and the
 counter samples, as plain DataFrames (:func:`chrome_layout`), before any JSON is written.
-See :mod:`rollout_kit.tracing._chrome` for what the trace shows and why."""
+See :mod:`rollout_kit.tracing._frames.chrome` for what the trace shows and why."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import _schema as S
+from ... import schema as S
 from .columns import DEFAULT_PROCESS, F64, I64, NO_SESSION, floats, ints, require_columns, strings
 from .counters import counter_samples
 

@@ -1,5 +1,5 @@
 """Reading ``vllm bench serve --save-result --save-detailed`` result files
-(:func:`read_vllm_bench`); the column mapping is in :mod:`rollout_kit.tracing._imports`."""
+(:func:`read_vllm_bench`); the column mapping is in :mod:`rollout_kit.tracing._frames.readers`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..._errors import TraceSchemaError, truncate
-from .. import _schema as S
-from .._frames import Traces
+from ...._errors import TraceSchemaError, truncate
+from ... import schema as S
+from ..build import Traces
 from .common import (
     REQUEST_ERROR,
     SOURCE,
