@@ -15,14 +15,19 @@ from __future__ import annotations
 
 from ._backend import Backend
 from ._base import InferenceEngine
-from ._flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
-from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
+from ._flavours import (
+    FLAVOURS,
+    SGLangBackend,
+    SGLangChatBackend,
+    VLLMBackend,
+    VLLMChatBackend,
+    backend_for,
+    flavour_names,
+    register_flavour,
+)
+from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine, make_engine
 from ._routing import Router
 from ._scrape import MetricsScraper
-from ._sglang import SGLangBackend
-from ._sglang_chat import SGLangChatBackend
-from ._vllm import VLLMBackend
-from ._vllm_chat import VLLMChatBackend
 
 __all__ = [
     "FLAVOURS",

@@ -1,7 +1,7 @@
 """The contract between the shared engine and a server flavour's adapter.
 
-An adapter (:mod:`._sglang`, :mod:`._vllm`) only builds request bodies and parses response
-bodies; routing, retries, sessions, pause logic and tracing live once in
+An adapter (:mod:`._flavours.sglang`, :mod:`._flavours.vllm`) only builds request bodies and
+parses response bodies; routing, retries, sessions, pause logic and tracing live once in
 :class:`~rollout_kit.RemoteInfEngine`. Parsers may raise ``KeyError``,
 ``TypeError``, ``ValueError`` or ``IndexError`` on a body that does not follow the API; the
 engine turns those into :class:`~rollout_kit.EngineResponseError`.

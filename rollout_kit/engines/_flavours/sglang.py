@@ -1,4 +1,4 @@
-"""SGLang adapter: ``POST /generate`` bodies in, :class:`~._backend.Segment` out.
+"""SGLang adapter: ``POST /generate`` bodies in, :class:`~.._backend.Segment` out.
 
 Version notes (see the server-apis reference):
 
@@ -19,7 +19,7 @@ Version notes (see the server-apis reference):
   (``queue_time``, ``first_token_latency``, ``e2e_latency``) and ``num_retractions``; the
   numbers present (:data:`META_TIMINGS`) are kept in ``Segment.server_timing`` under these
   names, and ``weight_version`` there too when it is an integer (the version the client set).
-  :mod:`._server_timing` turns them into the session's ``server_*`` columns.
+  :mod:`.._server_timing` turns them into the session's ``server_*`` columns.
 * ``sampling_seed`` exists only in 0.5.2x (older versions answer an unknown key with 500), so it
   is sent only when :attr:`GenerationConfig.seed` is set.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 from math import nan
 from typing import Any
 
-from .._config import GenerationConfig
-from ._backend import (
+from ..._config import GenerationConfig
+from .._backend import (
     Backend,
     ControlRequest,
     Segment,
