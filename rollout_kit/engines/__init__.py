@@ -1,7 +1,8 @@
 """Remote inference engines: SGLang and vLLM servers (native, completions and chat APIs).
 
 Server flavours are a registry (:func:`register_flavour`): ``sglang``, ``vllm``, ``sglang-chat``,
-``vllm-chat``; :func:`make_engine` builds an engine of any of them.
+``vllm-chat``; :func:`make_engine` builds an engine of any of them. :class:`RecordingEngine` shows
+an engine to a caller that files each of its calls (the load runner's records).
 
 Usage::
 
@@ -25,6 +26,7 @@ from ._flavours import (
     flavour_names,
     register_flavour,
 )
+from ._recording import RecordingEngine
 from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine, make_engine
 from ._routing import Router
 from ._scrape import MetricsScraper
@@ -34,6 +36,7 @@ __all__ = [
     "Backend",
     "InferenceEngine",
     "MetricsScraper",
+    "RecordingEngine",
     "RemoteInfEngine",
     "RemoteSGLangEngine",
     "RemotevLLMEngine",
