@@ -64,6 +64,19 @@ def float_timings(obj: Any) -> dict[str, float]:
             if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
+def sampling_fields(g: GenerationConfig) -> dict[str, Any]:
+    """The sampling fields every flavour's request sends under the same names (SGLang's
+    ``sampling_params``, the OpenAI-compatible bodies with vLLM's extensions)."""
+    return {
+        "temperature": g.effective_temperature,
+        "top_p": g.top_p,
+        "top_k": g.top_k,
+        "ignore_eos": g.ignore_eos,
+        "skip_special_tokens": g.skip_special_tokens,
+        "frequency_penalty": g.frequency_penalty,
+    }
+
+
 @dataclass(slots=True)
 class Segment:
     """What one generation request to one server returned.

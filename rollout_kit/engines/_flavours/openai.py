@@ -22,24 +22,23 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ..._config import GenerationConfig
-from .._backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
+from .._backend import (
+    Segment,
+    StreamParser,
+    as_stop_reason,
+    float_timings,
+    logprob,
+    sampling_fields,
+    token_ids,
+)
 
 
 def openai_sampling(g: GenerationConfig, max_new_tokens: int, stream: bool) -> dict[str, Any]:
     """The sampling fields the OpenAI-compatible bodies share (completions and chat), with
     vLLM's extensions (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and the token ids
     asked for."""
-    return {
-        "max_tokens": max_new_tokens,
-        "temperature": g.effective_temperature,
-        "top_p": g.top_p,
-        "top_k": g.top_k,
-        "ignore_eos": g.ignore_eos,
-        "skip_special_tokens": g.skip_special_tokens,
-        "frequency_penalty": g.frequency_penalty,
-        "return_token_ids": True,
-        "stream": stream,
-    }
+    return {"max_tokens": max_new_tokens, **sampling_fields(g), "return_token_ids": True,
+            "stream": stream}
 
 
 def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,

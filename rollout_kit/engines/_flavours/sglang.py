@@ -38,6 +38,7 @@ from .._backend import (
     as_stop_reason,
     float_timings,
     logprob,
+    sampling_fields,
     token_ids,
 )
 
@@ -158,15 +159,7 @@ class SGLangBackend(Backend):
                       model: str | None) -> dict[str, Any]:
         del model  # an SGLang server serves one model
         g = gconfig
-        sp: dict[str, Any] = {
-            "max_new_tokens": max_new_tokens,
-            "temperature": g.effective_temperature,
-            "top_p": g.top_p,
-            "top_k": g.top_k,
-            "ignore_eos": g.ignore_eos,
-            "skip_special_tokens": g.skip_special_tokens,
-            "frequency_penalty": g.frequency_penalty,
-        }
+        sp: dict[str, Any] = {"max_new_tokens": max_new_tokens, **sampling_fields(g)}
         if g.stop:
             sp["stop"] = list(g.stop)
         if g.stop_token_ids:
