@@ -137,10 +137,9 @@ class RolloutController:
         tune_gc: bool = True,
         scrape_interval: float | None = 0.5,
     ) -> None:
-        from ..engines import InferenceEngine
-        from ..engines._scrape import check_interval
+        from ..engines import InferenceEngine, MetricsScraper
 
-        self._scrape_interval = check_interval(scrape_interval)
+        self._scrape_interval = MetricsScraper.check_interval(scrape_interval)
         self.scraper: MetricsScraper | None = None
 
         given: list[InferenceEngine]
@@ -202,9 +201,9 @@ class RolloutController:
             self._scrape_interval = None  # nothing to record into: later submits skip this
             return
         if self.scraper is None:
-            from ..engines._scrape import MetricsScraper, scrape_targets
+            from ..engines import MetricsScraper
 
-            targets = scrape_targets(self.engines)
+            targets = [t for e in self.engines for t in e.scrape_targets()]
             if not targets:
                 self._scrape_interval = None
                 return

@@ -1,7 +1,8 @@
 """Remote inference engines: SGLang and vLLM servers (native, completions and chat APIs).
 
 Server flavours are a registry (:func:`register_flavour`): ``sglang``, ``vllm``, ``sglang-chat``,
-``vllm-chat``; :func:`make_engine` builds an engine of any of them.
+``vllm-chat``; :func:`make_engine` builds an engine of any of them. :class:`RecordingEngine` shows
+an engine to a caller that files each of its calls (the load runner's records).
 
 Usage::
 
@@ -15,20 +16,27 @@ from __future__ import annotations
 
 from ._backend import Backend
 from ._base import InferenceEngine
-from ._flavours import FLAVOURS, backend_for, flavour_names, make_engine, register_flavour
-from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine
+from ._flavours import (
+    FLAVOURS,
+    SGLangBackend,
+    SGLangChatBackend,
+    VLLMBackend,
+    VLLMChatBackend,
+    backend_for,
+    flavour_names,
+    register_flavour,
+)
+from ._recording import RecordingEngine
+from ._remote import RemoteInfEngine, RemoteSGLangEngine, RemotevLLMEngine, make_engine
 from ._routing import Router
 from ._scrape import MetricsScraper
-from ._sglang import SGLangBackend
-from ._sglang_chat import SGLangChatBackend
-from ._vllm import VLLMBackend
-from ._vllm_chat import VLLMChatBackend
 
 __all__ = [
     "FLAVOURS",
     "Backend",
     "InferenceEngine",
     "MetricsScraper",
+    "RecordingEngine",
     "RemoteInfEngine",
     "RemoteSGLangEngine",
     "RemotevLLMEngine",

@@ -1,7 +1,7 @@
 """The contract between the shared engine and a server flavour's adapter.
 
-An adapter (:mod:`._sglang`, :mod:`._vllm`) only builds request bodies and parses response
-bodies; routing, retries, sessions, pause logic and tracing live once in
+An adapter (:mod:`._flavours.sglang`, :mod:`._flavours.vllm`) only builds request bodies and
+parses response bodies; routing, retries, sessions, pause logic and tracing live once in
 :class:`~rollout_kit.RemoteInfEngine`. Parsers may raise ``KeyError``,
 ``TypeError``, ``ValueError`` or ``IndexError`` on a body that does not follow the API; the
 engine turns those into :class:`~rollout_kit.EngineResponseError`.
@@ -62,6 +62,19 @@ def float_timings(obj: Any) -> dict[str, float]:
         return {}
     return {str(k): float(v) for k, v in obj.items()
             if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def sampling_fields(g: GenerationConfig) -> dict[str, Any]:
+    """The sampling fields every flavour's request sends under the same names (SGLang's
+    ``sampling_params``, the OpenAI-compatible bodies with vLLM's extensions)."""
+    return {
+        "temperature": g.effective_temperature,
+        "top_p": g.top_p,
+        "top_k": g.top_k,
+        "ignore_eos": g.ignore_eos,
+        "skip_special_tokens": g.skip_special_tokens,
+        "frequency_penalty": g.frequency_penalty,
+    }
 
 
 @dataclass(slots=True)

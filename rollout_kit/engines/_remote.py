@@ -2,7 +2,7 @@
 
 Routing (:mod:`._routing`), sessions, error mapping and retries (:mod:`._http`), the
 abort → continue loop, server control and tracing live here once; the flavour adapters
-(:mod:`._sglang`, :mod:`._vllm`) only translate bodies. :class:`RemoteSGLangEngine` and
+(:mod:`._flavours`) only translate bodies. :class:`RemoteSGLangEngine` and
 :class:`RemotevLLMEngine` are thin facades.
 
 Usage::
@@ -55,6 +55,7 @@ from ..tracing.schema import CONTINUE
 from ._backend import PARSE_ERRORS, Backend, Segment, StreamParser
 from ._base import InferenceEngine
 from ._control import ServerControl
+from ._flavours import SGLangBackend, VLLMBackend, backend_for
 from ._health import ServerHealth
 from ._http import (
     HttpClient,
@@ -69,9 +70,7 @@ from ._recording import CallRecording
 from ._routing import Router, route_key
 from ._scrape import ScrapeTarget
 from ._server_timing import record_server_timings
-from ._sglang import SGLangBackend
 from ._transport import Reply
-from ._vllm import VLLMBackend
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -639,3 +638,10 @@ class RemotevLLMEngine(RemoteInfEngine):
     def __init__(self, addresses: str | Sequence[str], *, config: EngineConfig | None = None,
                  name: str | None = None) -> None:
         super().__init__(addresses, VLLMBackend(), config=config, name=name)
+
+
+def make_engine(flavour: str, addresses: str | Sequence[str], *,
+                config: EngineConfig | None = None, name: str | None = None) -> RemoteInfEngine:
+    """An engine over ``addresses`` speaking ``flavour`` (a name of the flavour registry,
+    :func:`~rollout_kit.engines.flavour_names`, or an alias of one)."""
+    return RemoteInfEngine(addresses, backend_for(flavour), config=config, name=name)

@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,21 +72,6 @@ class ScrapeTarget:
     server: str
     endpoint: str = "/metrics"
     config: EngineConfig = dataclasses.field(default_factory=EngineConfig)
-
-
-def check_interval(interval: object, what: str = "scrape_interval") -> float | None:
-    """``interval`` as seconds (``None``: scraping off).
-
-    Raises:
-        ConfigError: not ``None`` nor a finite number > 0.
-    """
-    if interval is None:
-        return None
-    if isinstance(interval, bool) or not isinstance(interval, int | float) \
-            or not math.isfinite(interval) or interval <= 0:
-        raise ConfigError(f"{what} must be a number of seconds > 0, or None to scrape no "
-                          f"metrics; got {interval!r}")
-    return float(interval)
 
 
 def _labels(labels: dict[str, str]) -> str:
@@ -201,14 +186,29 @@ class MetricsScraper:
         ConfigError: an interval or timeout that is not a number > 0.
     """
 
+    @staticmethod
+    def check_interval(interval: object, what: str = "scrape_interval") -> float | None:
+        """``interval`` as seconds (``None``: scraping off).
+
+        Raises:
+            ConfigError: not ``None`` nor a finite number > 0.
+        """
+        if interval is None:
+            return None
+        if isinstance(interval, bool) or not isinstance(interval, int | float) \
+                or not math.isfinite(interval) or interval <= 0:
+            raise ConfigError(f"{what} must be a number of seconds > 0, or None to scrape no "
+                              f"metrics; got {interval!r}")
+        return float(interval)
+
     def __init__(self, targets: Iterable[ScrapeTarget], sink: Sink, *,
                  interval: float = DEFAULT_SCRAPE_INTERVAL, timeout: float | None = None,
                  keep: frozenset[str] = KEPT_METRICS) -> None:
-        iv = check_interval(interval, "interval")
+        iv = self.check_interval(interval, "interval")
         assert iv is not None
         if timeout is None:
             timeout = max(TIMEOUT_SHARE * iv, MIN_TIMEOUT_S)
-        to = check_interval(timeout, "timeout")
+        to = self.check_interval(timeout, "timeout")
         assert to is not None
         self.interval, self.timeout = iv, to
         seen: dict[str, ScrapeTarget] = {}
@@ -326,14 +326,3 @@ class MetricsScraper:
             counts.samples += len(samples)
             self._sink(server, samples, (t0 + t1) // 2)
         return len(samples)
-
-
-def scrape_targets(engines: Iterable[Any]) -> list[ScrapeTarget]:
-    """The scrape targets of ``engines`` (each engine's ``scrape_targets()``), one per
-    server."""
-    out: dict[str, ScrapeTarget] = {}
-    for e in engines:
-        targets: Sequence[ScrapeTarget] = e.scrape_targets()
-        for t in targets:
-            out.setdefault(t.server, t)
-    return list(out.values())

@@ -1,8 +1,8 @@
 """The server's own view of each request (SGLang's ``meta_info``) as the session's columns.
 
 SGLang answers every ``/generate`` with its own timings of the request (see
-:mod:`._sglang`); a call adds them to its session under the names the OTLP join gives vLLM's
-spans (:mod:`rollout_kit.otel._join`), so :func:`rollout_kit.analysis.why_slow`,
+:mod:`._flavours.sglang`); a call adds them to its session under the names the OTLP join gives
+vLLM's spans (:mod:`rollout_kit.otel._join`), so :func:`rollout_kit.analysis.why_slow`,
 ``slowest_split`` and the server lanes read both servers alike, with no OTLP receiver:
 
 ============================  ========================================================

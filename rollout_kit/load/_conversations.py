@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import GenerationConfig
 from .._errors import ConfigError, EngineError, truncate
 from ..agents import AgentClient
+from ..engines import RecordingEngine
 from ..tracing import current_task_id
 from ._datasets.conversation import Conversation, ThinkTime, with_think_time
 from ._runner import run_load_async
@@ -44,31 +45,8 @@ from ._turns import ConversationRecord, ConversationRun, TurnRecord, build_conve
 
 if TYPE_CHECKING:
     from .._controller import RolloutController
-    from .._io import ModelRequest, ModelResponse
     from ..engines import InferenceEngine
 
-
-
-class _TurnEngine:
-    """The conversation's view of the task's engine: ``generate_async`` files the turn."""
-
-    __slots__ = ("_engine", "_record")
-
-    def __init__(self, engine: InferenceEngine, record: ConversationRecord) -> None:
-        self._engine = engine
-        self._record = record
-
-    async def generate_async(self, req: ModelRequest) -> ModelResponse:
-        turn = self._record.turns[-1]
-        t0 = time.perf_counter()
-        if math.isnan(turn.sent):
-            turn.sent = t0
-        resp = await self._engine.generate_async(req)
-        turn.add(t0, resp)
-        return resp
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
 
 
 class ConversationWorkflow:
@@ -114,7 +92,7 @@ class ConversationWorkflow:
     async def arun_episode(self, engine: InferenceEngine, data: Conversation) -> dict[str, Any]:
         """Send the turns, each ``think_s`` after the previous answer."""
         rec = self._record(data.num_turns)
-        client = AgentClient(_TurnEngine(engine, rec),  # type: ignore[arg-type]
+        client = AgentClient(RecordingEngine(engine, rec),  # type: ignore[arg-type]
                              gconfig=self._eos if data.ignore_eos else self.gconfig,
                              turn_timeout=self.turn_timeout)
         messages: list[dict[str, Any]] = (

@@ -104,6 +104,14 @@ class ConversationRecord:
     turns: list[TurnRecord] = field(default_factory=list)
     num_turns: int = 0
 
+    def begin_call(self, t0: float) -> TurnRecord:
+        """A call of the current turn is sent at ``t0`` (its first one's instant is the turn's
+        ``sent``): the turn files the answer."""
+        turn = self.turns[-1]
+        if math.isnan(turn.sent):
+            turn.sent = t0
+        return turn
+
 
 @dataclass(slots=True, kw_only=True)
 class ConversationRun:

@@ -30,6 +30,7 @@ from .._config import GenerationConfig
 from .._errors import ConfigError
 from .._io import ModelRequest, ModelResponse, new_rid
 from .._workflows.single_turn import gather_all
+from ..engines import RecordingEngine
 from ..tracing import atrace_phase, trace_session
 
 if TYPE_CHECKING:
@@ -196,6 +197,14 @@ class TaskRecord:
     itl: list[float] = field(default_factory=list)
     version: int = -1
 
+    def begin_call(self, t0: float) -> TaskRecord:
+        """A call of the task is sent at ``t0`` (the first one's instant is ``sent``); its
+        answer is filed here too (:meth:`add`)."""
+        if self.calls == 0:
+            self.sent = t0
+        self.calls += 1
+        return self
+
     def add(self, t0: float, resp: ModelResponse) -> None:
         """File one finished call made at ``t0``.
 
@@ -216,29 +225,6 @@ class TaskRecord:
         self.output_tokens += resp.output_len
         if resp.itl:
             self.itl.extend(resp.itl)
-
-
-class _RecordingEngine:
-    """The task's view of the engine: every attribute delegates; ``generate_async`` records."""
-
-    __slots__ = ("_engine", "_record")
-
-    def __init__(self, engine: InferenceEngine, record: TaskRecord) -> None:
-        self._engine = engine
-        self._record = record
-
-    async def generate_async(self, req: ModelRequest) -> ModelResponse:
-        rec = self._record
-        t0 = time.perf_counter()
-        if rec.calls == 0:
-            rec.sent = t0
-        rec.calls += 1
-        resp = await self._engine.generate_async(req)
-        rec.add(t0, resp)
-        return resp
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,4 +267,4 @@ class Measured:
         due = data.due
         while time.perf_counter() < due:  # NaN compares false: no wait
             await asyncio.sleep(0)
-        return await self.workflow.arun_episode(_RecordingEngine(engine, rec), data.data)
+        return await self.workflow.arun_episode(RecordingEngine(engine, rec), data.data)

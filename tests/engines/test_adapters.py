@@ -9,7 +9,7 @@ import pytest
 from rollout_kit import GenerationConfig
 from rollout_kit.engines import SGLangBackend
 from rollout_kit.engines._backend import as_stop_reason
-from rollout_kit.engines._vllm import VLLMBackend, token_id_of
+from rollout_kit.engines._flavours.vllm import VLLMBackend, token_id_of
 
 SG = SGLangBackend()
 VL = VLLMBackend()

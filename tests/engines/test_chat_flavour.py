@@ -12,7 +12,7 @@ from aiohttp import web
 import rollout_kit as rk
 from rollout_kit import ConfigError, GenerationConfig, ModelRequest
 from rollout_kit.engines import FLAVOURS, VLLMBackend, backend_for, flavour_names, register_flavour
-from rollout_kit.engines._openai_chat import ChatStreamParser, parse_chat_response
+from rollout_kit.engines._flavours.openai import ChatStreamParser, parse_chat_response
 from rollout_kit.sim import serve
 
 from .conftest import make_engine

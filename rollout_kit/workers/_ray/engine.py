@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ...engines._base import InferenceEngine
+from ...engines import InferenceEngine
 
 if TYPE_CHECKING:
     import pandas as pd

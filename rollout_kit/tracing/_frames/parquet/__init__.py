@@ -40,7 +40,7 @@ atomically and carries its header; the sessions, spans and events of a task are 
 contiguously exactly as :class:`~rollout_kit.tracing._store.Store` keeps them (the list
 offsets *are* its ``n_sessions`` / ``n_spans``), so reading decodes columns straight into a
 :class:`~rollout_kit.tracing._store.Snapshot` without one Python object per row; and the
-frames are then built by the same :func:`~rollout_kit.tracing._frames.build_traces` as from
+frames are then built by the same :func:`~rollout_kit.tracing._frames.build.build_traces` as from
 JSONL, so derived columns (per-phase seconds, the phases registered in the reading
 process) cannot disagree between the two forms. Stored frames would have to be rebuilt
 anyway when several files are loaded together.

@@ -1,8 +1,15 @@
-"""OpenAI-compatible ``/v1/chat/completions``: request bodies in, :class:`~._backend.Segment` out.
+"""OpenAI-compatible bodies shared by the flavours that speak them: the sampling fields and
+options of ``/v1/completions`` and ``/v1/chat/completions`` requests, the usage of their
+answers, and the chat API itself.
 
-Shared by the chat flavours (:mod:`._vllm_chat`, :mod:`._sglang_chat`): the server renders the
-messages with its chat template and parses tool calls; this module keeps what a trainer
-needs of the answer — the exact token ids (``return_token_ids``: top-level
+:func:`openai_sampling` and :func:`add_openai_options` build the fields both endpoints share
+(:mod:`.vllm`'s completions, the chat flavours); :func:`fill_usage` reads the prompt ids, the
+``usage`` counts, SGLang's ``meta_info.cached_tokens`` and the simulator's ``sim_timing`` of any
+answer or stream chunk of either.
+
+The chat half (:class:`OpenAIChat`, mixed into :mod:`.vllm_chat` and :mod:`.sglang_chat`): the
+server renders the messages with its chat template and parses tool calls; this module keeps
+what a trainer needs of the answer — the exact token ids (``return_token_ids``: top-level
 ``prompt_token_ids``, per choice ``token_ids``, per streamed delta ``token_ids``), their
 logprobs (``logprobs.content[*].logprob``), the parsed ``tool_calls``, the finish reason and
 ``usage.prompt_tokens_details.cached_tokens``. Streamed tool calls arrive as pieces
@@ -14,9 +21,67 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from .._config import GenerationConfig
-from ._backend import Segment, StreamParser, as_stop_reason, float_timings, logprob, token_ids
-from ._vllm import add_openai_options, openai_sampling
+from ..._config import GenerationConfig
+from .._backend import (
+    Segment,
+    StreamParser,
+    as_stop_reason,
+    float_timings,
+    logprob,
+    sampling_fields,
+    token_ids,
+)
+
+
+def openai_sampling(g: GenerationConfig, max_new_tokens: int, stream: bool) -> dict[str, Any]:
+    """The sampling fields the OpenAI-compatible bodies share (completions and chat), with
+    vLLM's extensions (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and the token ids
+    asked for."""
+    return {"max_tokens": max_new_tokens, **sampling_fields(g), "return_token_ids": True,
+            "stream": stream}
+
+
+def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
+                       stream: bool) -> dict[str, Any]:
+    """The optional fields the OpenAI-compatible bodies share (completions and chat): the
+    model, stop strings and ids, the least output, the seed, usage in the stream."""
+    if model:
+        body["model"] = model
+    if g.stop:
+        body["stop"] = list(g.stop)
+    if g.stop_token_ids:
+        body["stop_token_ids"] = list(g.stop_token_ids)
+    if g.min_new_tokens:
+        body["min_tokens"] = min(g.min_new_tokens, body["max_tokens"])
+    if g.seed is not None:
+        body["seed"] = g.seed
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def fill_usage(seg: Segment, body: dict[str, Any], choice: dict[str, Any] | None = None) -> None:
+    """Read what an answer or stream chunk says of its request into ``seg``: the prompt ids
+    (``choice``'s, else the top-level ones), ``usage`` (prompt, completion and cached token
+    counts), SGLang's ``meta_info.cached_tokens`` and the simulator's ``sim_timing``."""
+    ids = (choice.get("prompt_token_ids") if choice is not None else None) \
+        or body.get("prompt_token_ids")
+    if ids:
+        seg.prompt_ids = token_ids(ids)
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        if usage.get("prompt_tokens") is not None:
+            seg.prompt_tokens = int(usage["prompt_tokens"])
+        if usage.get("completion_tokens") is not None:
+            seg.completion_tokens = int(usage["completion_tokens"])
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict) and details.get("cached_tokens") is not None:
+            seg.cached_tokens = int(details["cached_tokens"])
+    meta = body.get("meta_info")  # SGLang
+    if isinstance(meta, dict) and meta.get("cached_tokens") is not None:
+        seg.cached_tokens = int(meta["cached_tokens"])
+    seg.server_timing.update(float_timings(body.get("sim_timing")))
+
 
 CHAT_ENDPOINT = "/v1/chat/completions"
 
@@ -66,25 +131,6 @@ def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
                          "arguments": args if isinstance(args, str) else ""}}
 
 
-def _fill_usage(seg: Segment, body: dict[str, Any]) -> None:
-    ids = body.get("prompt_token_ids")
-    if ids:
-        seg.prompt_ids = token_ids(ids)
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        if usage.get("prompt_tokens") is not None:
-            seg.prompt_tokens = int(usage["prompt_tokens"])
-        if usage.get("completion_tokens") is not None:
-            seg.completion_tokens = int(usage["completion_tokens"])
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            seg.cached_tokens = int(details["cached_tokens"])
-    meta = body.get("meta_info")  # SGLang
-    if isinstance(meta, dict) and meta.get("cached_tokens") is not None:
-        seg.cached_tokens = int(meta["cached_tokens"])
-    seg.server_timing.update(float_timings(body.get("sim_timing")))
-
-
 def parse_chat_response(body: Any) -> Segment:
     """One non-streamed chat completion as a :class:`Segment` (``ids_returned`` says whether
     the server sent token ids)."""
@@ -103,7 +149,7 @@ def parse_chat_response(body: Any) -> Segment:
     if choice.get("finish_reason") is None:
         raise ValueError("choices[0].finish_reason is null in a finished response")
     seg.finish = as_stop_reason(str(choice["finish_reason"]))
-    _fill_usage(seg, body)
+    fill_usage(seg, body)
     return seg.check()
 
 
@@ -121,7 +167,7 @@ class ChatStreamParser(StreamParser):
         choices = event.get("choices")
         seg = self.segment
         if not choices:
-            _fill_usage(seg, event)
+            fill_usage(seg, event)
             return
         choice = choices[0]
         ids = choice.get("token_ids")
@@ -144,7 +190,7 @@ class ChatStreamParser(StreamParser):
         if choice.get("finish_reason") is not None:
             seg.finish = as_stop_reason(str(choice["finish_reason"]))
         if "prompt_token_ids" in event or event.get("usage") is not None or "sim_timing" in event:
-            _fill_usage(seg, event)
+            fill_usage(seg, event)
             if event.get("prompt_token_ids"):
                 seg.ids_returned = True
 
@@ -170,7 +216,7 @@ class ChatStreamParser(StreamParser):
 
 
 class OpenAIChat:
-    """The chat half of a flavour: mixed in before its completions :class:`~._backend.Backend`
+    """The chat half of a flavour: mixed in before its completions :class:`~.._backend.Backend`
     (``class VLLMChatBackend(OpenAIChat, VLLMBackend)``)."""
 
     chat_endpoint: ClassVar[str | None] = CHAT_ENDPOINT

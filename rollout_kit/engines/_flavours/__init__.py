@@ -1,30 +1,32 @@
 """The server flavours, by name: the one registry every part that builds an engine from
 addresses looks up (the controller's workers, the Ray pool, replay, the command line).
 
-A new flavour is one module (a :class:`~._backend.Backend`) plus one line here, or
+Each flavour is a :class:`~.._backend.Backend` in a module of this package, named once, by its
+``flavour`` attribute: :mod:`.sglang`, :mod:`.vllm` (completions), :mod:`.sglang_chat`,
+:mod:`.vllm_chat` (chat beside them); :mod:`.openai` holds what the OpenAI-compatible ones
+share. A new flavour is one module plus one entry in :data:`BUILT_IN`, or
 :func:`register_flavour` from outside the package.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from ..._errors import ConfigError
+from .._backend import Backend
+from .sglang import SGLangBackend
+from .sglang_chat import SGLangChatBackend
+from .vllm import VLLMBackend
+from .vllm_chat import VLLMChatBackend
 
-from .._config import EngineConfig
-from .._errors import ConfigError
-from ._backend import Backend
-from ._remote import RemoteInfEngine
-from ._sglang import SGLangBackend
-from ._sglang_chat import SGLangChatBackend
-from ._vllm import VLLMBackend
-from ._vllm_chat import VLLMChatBackend
+#: the flavours this package defines, in registration order
+BUILT_IN: tuple[type[Backend], ...] = (
+    SGLangBackend,
+    VLLMBackend,
+    SGLangChatBackend,
+    VLLMChatBackend,
+)
 
 #: flavour name → its adapter class
-FLAVOURS: dict[str, type[Backend]] = {
-    "sglang": SGLangBackend,
-    "vllm": VLLMBackend,
-    "sglang-chat": SGLangChatBackend,
-    "vllm-chat": VLLMChatBackend,
-}
+FLAVOURS: dict[str, type[Backend]] = {cls.flavour: cls for cls in BUILT_IN}
 
 #: other tools' names of a flavour (``vllm bench serve --backend``) → the flavour
 ALIASES: dict[str, str] = {
@@ -59,7 +61,16 @@ def backend_for(flavour: str) -> Backend:
     return cls()
 
 
-def make_engine(flavour: str, addresses: str | Sequence[str], *,
-                config: EngineConfig | None = None, name: str | None = None) -> RemoteInfEngine:
-    """An engine over ``addresses`` speaking ``flavour``."""
-    return RemoteInfEngine(addresses, backend_for(flavour), config=config, name=name)
+__all__ = [
+    "ALIASES",
+    "BUILT_IN",
+    "FLAVOURS",
+    "SGLangBackend",
+    "SGLangChatBackend",
+    "VLLMBackend",
+    "VLLMChatBackend",
+    "backend_for",
+    "canonical_flavour",
+    "flavour_names",
+    "register_flavour",
+]

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._config import GenerationConfig
-from ._backend import Segment
-from ._openai_chat import OpenAIChat
-from ._sglang import SGLangBackend
+from ..._config import GenerationConfig
+from .._backend import Segment
+from .openai import OpenAIChat
+from .sglang import SGLangBackend
 
 
 class SGLangChatBackend(OpenAIChat, SGLangBackend):

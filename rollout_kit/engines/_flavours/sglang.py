@@ -1,4 +1,4 @@
-"""SGLang adapter: ``POST /generate`` bodies in, :class:`~._backend.Segment` out.
+"""SGLang adapter: ``POST /generate`` bodies in, :class:`~.._backend.Segment` out.
 
 Version notes (see the server-apis reference):
 
@@ -19,7 +19,7 @@ Version notes (see the server-apis reference):
   (``queue_time``, ``first_token_latency``, ``e2e_latency``) and ``num_retractions``; the
   numbers present (:data:`META_TIMINGS`) are kept in ``Segment.server_timing`` under these
   names, and ``weight_version`` there too when it is an integer (the version the client set).
-  :mod:`._server_timing` turns them into the session's ``server_*`` columns.
+  :mod:`.._server_timing` turns them into the session's ``server_*`` columns.
 * ``sampling_seed`` exists only in 0.5.2x (older versions answer an unknown key with 500), so it
   is sent only when :attr:`GenerationConfig.seed` is set.
 """
@@ -29,8 +29,8 @@ from __future__ import annotations
 from math import nan
 from typing import Any
 
-from .._config import GenerationConfig
-from ._backend import (
+from ..._config import GenerationConfig
+from .._backend import (
     Backend,
     ControlRequest,
     Segment,
@@ -38,6 +38,7 @@ from ._backend import (
     as_stop_reason,
     float_timings,
     logprob,
+    sampling_fields,
     token_ids,
 )
 
@@ -158,15 +159,7 @@ class SGLangBackend(Backend):
                       model: str | None) -> dict[str, Any]:
         del model  # an SGLang server serves one model
         g = gconfig
-        sp: dict[str, Any] = {
-            "max_new_tokens": max_new_tokens,
-            "temperature": g.effective_temperature,
-            "top_p": g.top_p,
-            "top_k": g.top_k,
-            "ignore_eos": g.ignore_eos,
-            "skip_special_tokens": g.skip_special_tokens,
-            "frequency_penalty": g.frequency_penalty,
-        }
+        sp: dict[str, Any] = {"max_new_tokens": max_new_tokens, **sampling_fields(g)}
         if g.stop:
             sp["stop"] = list(g.stop)
         if g.stop_token_ids:

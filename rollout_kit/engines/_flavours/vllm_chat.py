@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._backend import ControlRequest
-from ._openai_chat import OpenAIChat
-from ._vllm import VLLMBackend
+from .._backend import ControlRequest
+from .openai import OpenAIChat
+from .vllm import VLLMBackend
 
 
 class VLLMChatBackend(OpenAIChat, VLLMBackend):

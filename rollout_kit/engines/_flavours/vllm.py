@@ -1,4 +1,4 @@
-"""vLLM adapter: ``POST /v1/completions`` bodies in, :class:`~._backend.Segment` out.
+"""vLLM adapter: ``POST /v1/completions`` bodies in, :class:`~.._backend.Segment` out.
 
 Token ids come from ``choices[0].token_ids`` (``return_token_ids``, vLLM ≥ 0.10.2) with a
 fallback to the ``"token_id:N"`` strings of ``logprobs.tokens`` (``logprobs: 0`` +
@@ -14,53 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._config import GenerationConfig
-from ._backend import (
+from ..._config import GenerationConfig
+from .._backend import (
     Backend,
     ControlRequest,
     Segment,
     StreamParser,
     as_stop_reason,
-    float_timings,
     logprob,
     token_ids,
 )
-
-
-def openai_sampling(g: GenerationConfig, max_new_tokens: int, stream: bool) -> dict[str, Any]:
-    """The sampling fields the OpenAI-compatible bodies share (completions and chat), with
-    vLLM's extensions (``top_k``, ``ignore_eos``, ``skip_special_tokens``) and the token ids
-    asked for."""
-    return {
-        "max_tokens": max_new_tokens,
-        "temperature": g.effective_temperature,
-        "top_p": g.top_p,
-        "top_k": g.top_k,
-        "ignore_eos": g.ignore_eos,
-        "skip_special_tokens": g.skip_special_tokens,
-        "frequency_penalty": g.frequency_penalty,
-        "return_token_ids": True,
-        "stream": stream,
-    }
-
-
-def add_openai_options(body: dict[str, Any], g: GenerationConfig, model: str | None,
-                       stream: bool) -> dict[str, Any]:
-    """The optional fields the OpenAI-compatible bodies share (completions and chat): the
-    model, stop strings and ids, the least output, the seed, usage in the stream."""
-    if model:
-        body["model"] = model
-    if g.stop:
-        body["stop"] = list(g.stop)
-    if g.stop_token_ids:
-        body["stop_token_ids"] = list(g.stop_token_ids)
-    if g.min_new_tokens:
-        body["min_tokens"] = min(g.min_new_tokens, body["max_tokens"])
-    if g.seed is not None:
-        body["seed"] = g.seed
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    return body
+from .openai import add_openai_options, fill_usage, openai_sampling
 
 
 def token_id_of(token: str) -> int:
@@ -77,21 +41,10 @@ def _choice_tokens(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
     return [token_id_of(t) for t in lp.get("tokens") or []], logprobs
 
 
-def _fill_common(seg: Segment, body: dict[str, Any], choice: dict[str, Any] | None) -> None:
-    if choice is not None:
-        if choice.get("finish_reason") is not None:
-            seg.finish = as_stop_reason(str(choice["finish_reason"]))
-        ids = choice.get("prompt_token_ids") or body.get("prompt_token_ids")
-        if ids:
-            seg.prompt_ids = token_ids(ids)
-    usage = body.get("usage")
-    if isinstance(usage, dict):
-        if usage.get("prompt_tokens") is not None:
-            seg.prompt_tokens = int(usage["prompt_tokens"])
-        details = usage.get("prompt_tokens_details")
-        if isinstance(details, dict) and details.get("cached_tokens") is not None:
-            seg.cached_tokens = int(details["cached_tokens"])
-    seg.server_timing.update(float_timings(body.get("sim_timing")))
+def _fill_common(seg: Segment, body: dict[str, Any], choice: dict[str, Any]) -> None:
+    if choice.get("finish_reason") is not None:
+        seg.finish = as_stop_reason(str(choice["finish_reason"]))
+    fill_usage(seg, body, choice)
 
 
 class VLLMStreamParser(StreamParser):
@@ -109,7 +62,7 @@ class VLLMStreamParser(StreamParser):
     def feed(self, event: Any, t_ns: int) -> None:
         choices = event.get("choices")
         if not choices:
-            _fill_common(self.segment, event, None)
+            fill_usage(self.segment, event)
             return
         choice = choices[0]
         ids = choice.get("token_ids")
