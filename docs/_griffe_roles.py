@@ -5,10 +5,13 @@ project's docstrings to what mkdocstrings renders.
   the name a reader would see (the last dotted part with ``~``, the whole target otherwise).
 * Grouped arguments (``seed, vocab_size: the vocabulary and seed ...`` in ``Args:``): the
   Google parser takes one name per entry, so the entry is repeated for each name.
+* Lazy packages (``__init__.pyi`` read by ``lazy_loader.attach_stub``): their ``__all__`` is
+  computed when imported, so griffe is given the list the package really exports.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -70,3 +73,18 @@ class DocstringHabits(griffe.Extension):
     def on_object(self, *, obj: griffe.Object, **kwargs: Any) -> None:  # noqa: ARG002
         if obj.docstring is not None:
             obj.docstring.value = split_groups(_ROLE.sub(_name, obj.docstring.value))
+
+
+class LazyExports(griffe.Extension):
+    """Gives each package that has an ``__init__.pyi`` stub the ``__all__`` it computes at
+    import, which griffe cannot read from the source."""
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:  # noqa: ARG002
+        stack = [pkg]
+        while stack:
+            module = stack.pop()
+            stack.extend(m for m in module.modules.values() if not m.is_alias)
+            path = module.filepath
+            if module.exports is None and not isinstance(path, list) \
+                    and path is not None and path.with_suffix(".pyi").is_file():
+                module.exports = list(importlib.import_module(module.path).__all__)
