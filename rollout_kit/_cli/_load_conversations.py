@@ -122,14 +122,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError("--sweep / --sweep-concurrency run single requests; a conversation "
                           "run takes one --request-rate")
     if args.think_time is not None:
-        from ..load._datasets import ThinkTime
+        from ..load import ThinkTime
 
         ThinkTime.parse(args.think_time)  # a negative or malformed one: one line, no run
 
 
 def conversations(args: argparse.Namespace) -> list[Any]:
     """The conversations of a conversation run (``--num-prompts`` + ``--warmup`` of them)."""
-    from ..load._datasets import Conversation, ConversationTurn, load_dataset
+    from ..load import Conversation, ConversationTurn, load_dataset
 
     name = args.dataset_name.strip().lower().replace("-", "_")
     if name == "agent_trace" and args.num_prompts is None:  # the trace's own sessions

@@ -195,7 +195,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not 0 <= args.random_range_ratio < 1:
         raise ConfigError(f"--random-range-ratio must be in [0, 1), got "
                           f"{args.random_range_ratio}")
-    from ..load._datasets.by_name import dataset_takes_path
+    from ..load import dataset_takes_path
 
     if dataset_takes_path(args.dataset_name) and not args.dataset_path:
         raise ConfigError(f"--dataset-name {args.dataset_name} needs --dataset-path")

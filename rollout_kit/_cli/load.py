@@ -51,7 +51,7 @@ from ._output import out as _out
 def _requests(args: argparse.Namespace) -> list[Any]:
     from dataclasses import replace
 
-    from ..load._datasets import load_dataset
+    from ..load import load_dataset
 
     n = args.num_prompts + args.warmup
     name = args.dataset_name
