@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .._errors import ConfigError
 from ..tracing._persist import compact_trace, expand_paths, is_parquet, parquet_path
-from ._output import out
+from .output import out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -40,6 +40,6 @@ Modules: :mod:`.request` (:class:`LoadRequest`), :mod:`.text` (JSONL, ShareGPT),
 :mod:`.synthetic` (random lengths, shared prefixes), :mod:`.traces` (Mooncake replay),
 :mod:`.recorded` (a recorded run replayed as load: this project's traces, AReaL's session
 trace), :mod:`.conversation` (:class:`Conversation`, :class:`ThinkTime`), :mod:`.multiturn`
-(the conversation datasets), :mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they
+(the conversation datasets), :mod:`.by_name` (:func:`load_dataset`) and :mod:`.common` (what they
 share: errors, checks, files, the tokenizer and the default vocabulary).
 """

@@ -64,7 +64,7 @@ from ...tracing import Traces, load_traces
 from ...tracing import _schema as S
 from ...tracing._imports import AREAL_STATUSES
 from .._tokenize import TextTokenizer
-from ._common import (
+from .common import (
     SPECIAL_IDS,
     VOCAB_SIZE,
     allowed_ids,

@@ -32,7 +32,7 @@ import math
 from typing import Any
 
 from .._errors import ConfigError
-from ._load_results import num
+from .load_results import num
 
 #: datasets whose items are conversations
 CONVERSATION_DATASETS = ("sharegpt_multiturn", "multi_turn", "synthetic_multiturn",
