@@ -81,8 +81,7 @@ def _requests(args: argparse.Namespace) -> list[Any]:
 
 def _spec(args: argparse.Namespace, rate: float | None = None,
           concurrency: int | None = None, conversations: list[Any] | None = None) -> Any:
-    from ..load import LoadSpec
-    from ..load._arrivals import Arrivals
+    from ..load import Arrivals, LoadSpec
 
     if conversations and all(c.timestamp is not None for c in conversations):
         return LoadSpec(arrivals=Arrivals.schedule(c.timestamp for c in conversations),
@@ -123,7 +122,7 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from .._config import EngineConfig, ExecutorConfig, GenerationConfig
     from .._controller import RolloutController
-    from ..load._runner import run_load_async
+    from ..load import run_load_async
 
     if getattr(args, "conversations", False):
         from .load_conversations import conversations
@@ -148,7 +147,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 (m for e in ctl.engines if isinstance(m := getattr(e, "model", None), str)),
                 None)
             if args.rates or args.concurrencies:
-                from ..load._sweep import sweep_async
+                from ..load import sweep_async
 
                 runs: list[Any] = []
                 sweep = await sweep_async(ctl, requests, rates=args.rates,
@@ -159,7 +158,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                           progress=not args.disable_tqdm, runs=runs)
                 return {"sweep": sweep, "runs": runs}
             if getattr(args, "conversations", False):
-                from ..load._conversations import run_conversations_async
+                from ..load import run_conversations_async
 
                 crun = await run_conversations_async(
                     ctl, requests, _spec(args, conversations=requests), gconfig=gconfig,

@@ -78,11 +78,9 @@ def check_args(args: argparse.Namespace) -> None:
     """Decide whether this is a conversation run (``args.conversations``), resolve the
     flavour (``args.flavour``), and check the conversation options (``ConfigError``)."""
     from ..engines import backend_for
-    from ..engines._flavours import canonical_flavour
 
-    backend_for(args.backend)  # an unknown flavour: one line naming the known ones
-    args.flavour = canonical_flavour(args.backend)
-    backend = backend_for(args.flavour)
+    backend = backend_for(args.backend)  # an unknown flavour: one line naming the known ones
+    args.flavour = backend.flavour  # an alias (openai-chat) -> the flavour (vllm-chat)
     chat = backend.chat_endpoint
     endpoint = args.endpoint
     if endpoint is not None and endpoint not in (chat, backend.generate_endpoint):

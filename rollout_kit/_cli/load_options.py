@@ -212,7 +212,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--percentile-metrics: unknown metric(s) {unknown}; choose from "
                           f"{list(METRIC_HEADERS)}")
     args.metrics = metrics
-    from ..load._metrics import parse_goodput
+    from ..load import parse_goodput
 
     args.slos = parse_goodput(" ".join(args.goodput)) if args.goodput else None
     meta: dict[str, str] = {}
