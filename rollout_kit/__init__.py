@@ -1,252 +1,78 @@
 """rollout_kit: drive LLM rollouts from a notebook, with one task-id source and perf traces.
 
-The curated public API is listed in ``__all__`` (kept sorted; a test enforces it).
-``rollout_kit.sim``, ``rollout_kit.plotting``, ``rollout_kit.analysis``,
-``rollout_kit.notebook`` and the other public subpackages are imported by path, or as
-attributes (``rk.analysis.summary(...)``).
+The curated public API is listed once, in ``__init__.pyi`` beside this file: ``__all__`` is
+made from it (sorted ignoring case). ``rollout_kit.sim``, ``rollout_kit.plotting``,
+``rollout_kit.analysis``, ``rollout_kit.notebook`` and the other public subpackages are
+imported by path, or as attributes (``rk.analysis.summary(...)``).
 
-The names and subpackages are imported on first use (PEP 562): ``import rollout_kit.tracing``
-or ``rollout-kit --help`` do not pay for pandas and aiohttp. Once imported, a class or function
-exported here names ``rollout_kit`` as its ``__module__`` (as httpx does): reprs and tracebacks
-show ``rollout_kit.RolloutController``, not the private module that defines it, and pickle
-finds it here.
+The names and subpackages are imported on first use (PEP 562, through ``lazy_loader``):
+``import rollout_kit.tracing`` or ``rollout-kit --help`` do not pay for pandas and aiohttp.
+Once imported, a class or function exported here names ``rollout_kit`` as its ``__module__``
+(as httpx does): reprs and tracebacks show ``rollout_kit.RolloutController``, not the private
+module that defines it, and pickle finds it here.
 """
 
 from __future__ import annotations
 
-import importlib as _importlib
+import ast as _ast
 import sys as _sys
-from typing import TYPE_CHECKING as _TYPE_CHECKING
+from collections.abc import Callable as _Callable
+from pathlib import Path as _Path
 from typing import Any as _Any
 
-from ._version import __version__
-
-if _TYPE_CHECKING:
-    from ._config import (
-        EngineConfig,
-        ExecutorConfig,
-        GenerationConfig,
-        RetryPolicy,
-        Timeouts,
-    )
-    from ._controller import RolloutController
-    from ._errors import (
-        AgentClosedError,
-        AgentError,
-        ConfigError,
-        ControllerStateError,
-        DatasetError,
-        DuplicateTaskIdError,
-        EngineBadRequestError,
-        EngineConnectionError,
-        EngineError,
-        EngineOverloadedError,
-        EngineResponseError,
-        EngineServerError,
-        EngineStatusError,
-        EngineTimeoutError,
-        EngineUnreachableError,
-        InvalidTaskIdError,
-        NoHealthyServerError,
-        RolloutKitError,
-        RolloutTimeoutError,
-        SchedulerError,
-        SyncInLoopError,
-        TaskIdError,
-        TaskIdMismatchError,
-        ToolError,
-        TraceError,
-        TraceSchemaError,
-        TraceStateError,
-        TurnTimeoutError,
-        UnknownTaskIdError,
-        WorkflowError,
-    )
-    from ._executor import WorkflowExecutor
-    from ._ids import TaskIdGenerator
-    from ._io import ModelRequest, ModelResponse, RolloutResult
-    from ._workflows import MultiTurnWorkflow, RolloutWorkflow, SingleTurnWorkflow
-    from .agents import AgentClient, AgentEndpoint, AgentWorkflow
-    from .engines import (
-        InferenceEngine,
-        RemoteInfEngine,
-        RemoteSGLangEngine,
-        RemotevLLMEngine,
-    )
-    from .tracing import (
-        Tracer,
-        Traces,
-        annotate,
-        atrace_phase,
-        increment,
-        load_traces,
-        register_phase,
-        trace_phase,
-        trace_session,
-    )
-    from .workers import LocalScheduler
-
-# public name -> the submodule that defines it
-_EXPORTS: dict[str, str] = {
-    "AgentClient": ".agents",
-    "AgentClosedError": "._errors",
-    "AgentEndpoint": ".agents",
-    "AgentError": "._errors",
-    "AgentWorkflow": ".agents",
-    "annotate": ".tracing",
-    "atrace_phase": ".tracing",
-    "ConfigError": "._errors",
-    "ControllerStateError": "._errors",
-    "DatasetError": "._errors",
-    "DuplicateTaskIdError": "._errors",
-    "EngineBadRequestError": "._errors",
-    "EngineConfig": "._config",
-    "EngineConnectionError": "._errors",
-    "EngineError": "._errors",
-    "EngineOverloadedError": "._errors",
-    "EngineResponseError": "._errors",
-    "EngineServerError": "._errors",
-    "EngineStatusError": "._errors",
-    "EngineTimeoutError": "._errors",
-    "EngineUnreachableError": "._errors",
-    "ExecutorConfig": "._config",
-    "GenerationConfig": "._config",
-    "increment": ".tracing",
-    "InferenceEngine": ".engines",
-    "InvalidTaskIdError": "._errors",
-    "load_traces": ".tracing",
-    "LocalScheduler": ".workers",
-    "ModelRequest": "._io",
-    "ModelResponse": "._io",
-    "MultiTurnWorkflow": "._workflows",
-    "NoHealthyServerError": "._errors",
-    "register_phase": ".tracing",
-    "RemoteInfEngine": ".engines",
-    "RemoteSGLangEngine": ".engines",
-    "RemotevLLMEngine": ".engines",
-    "RetryPolicy": "._config",
-    "RolloutController": "._controller",
-    "RolloutKitError": "._errors",
-    "RolloutResult": "._io",
-    "RolloutTimeoutError": "._errors",
-    "RolloutWorkflow": "._workflows",
-    "SchedulerError": "._errors",
-    "SingleTurnWorkflow": "._workflows",
-    "SyncInLoopError": "._errors",
-    "TaskIdError": "._errors",
-    "TaskIdGenerator": "._ids",
-    "TaskIdMismatchError": "._errors",
-    "Timeouts": "._config",
-    "ToolError": "._errors",
-    "trace_phase": ".tracing",
-    "trace_session": ".tracing",
-    "TraceError": "._errors",
-    "Tracer": ".tracing",
-    "Traces": ".tracing",
-    "TraceSchemaError": "._errors",
-    "TraceStateError": "._errors",
-    "TurnTimeoutError": "._errors",
-    "UnknownTaskIdError": "._errors",
-    "WorkflowError": "._errors",
-    "WorkflowExecutor": "._executor",
-}
+import lazy_loader as _lazy
 
 
-#: the public subpackages and modules: ``rk.analysis.summary(...)`` after ``import
-#: rollout_kit as rk`` imports ``rollout_kit.analysis`` then, as ``import
-#: rollout_kit.analysis`` would
-_SUBMODULES = frozenset({"agents", "analysis", "areal", "engines", "examples", "load",
-                         "notebook", "otel", "plotting", "replay", "report", "rl", "sim",
-                         "testing", "tracing", "workers"})
+def _read_stub() -> tuple[frozenset[str], dict[str, list[str]]]:
+    """The stub's subpackages (``from . import sub as sub``) and its names by the module that
+    defines them (``from .m import X as X``: ``{"m": ["X"]}``), as ``lazy_loader`` reads it."""
+    tree = _ast.parse(_Path(__file__).with_suffix(".pyi").read_text(encoding="utf-8"))
+    subpackages: set[str] = set()
+    names: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, _ast.ImportFrom):
+            aliases = [alias.name for alias in node.names]
+            if node.module:
+                names.setdefault(node.module, []).extend(aliases)
+            else:
+                subpackages.update(aliases)
+    return frozenset(subpackages), names
 
 
-def __getattr__(name: str) -> _Any:
-    if name in _SUBMODULES:
-        return _importlib.import_module(f".{name}", __name__)  # binds it in globals()
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this hook
-    _publish()
-    return value
+#: the public subpackages (``rk.analysis``), and the names by the module that defines them
+_SUBMODULES, _BY_MODULE = _read_stub()
+#: each public name -> the module that defines it (``"_controller"``)
+_EXPORTS = {name: module for module, names in _BY_MODULE.items() for name in names}
+
+
+def _attach_stub() -> tuple[_Callable[[str], _Any], _Callable[[], list[str]], list[str]]:
+    """``lazy_loader.attach_stub``, with what this package adds: each exported class and
+    function names ``rollout_kit`` as its module, an unknown name raises Python's usual
+    ``AttributeError``, and ``__all__`` (the names, not the subpackages) is sorted ignoring
+    case. ``attach_stub`` itself keeps the name -> module table, which the first needs."""
+    load, lazy_dir, _ = _lazy.attach(__name__, _SUBMODULES, _BY_MODULE)
+
+    def __getattr__(name: str) -> _Any:
+        if name not in _EXPORTS and name not in _SUBMODULES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = load(name)  # binds it in globals(): later lookups skip this hook
+        if name in _EXPORTS:
+            _publish()
+        return value
+
+    return __getattr__, lazy_dir, sorted(_EXPORTS, key=str.casefold)
 
 
 def _publish() -> None:
     """Set ``__module__`` to ``rollout_kit`` on every exported class and function whose module
-    is loaded (importing one name loads others: the errors come with the controller)."""
+    is loaded (importing one name loads others: the errors come with the controller). A name
+    its module has not loaded yet (a lazy package's) is left to load when asked for."""
     for name, module in _EXPORTS.items():
-        obj = getattr(_sys.modules.get(__name__ + module), name, None)
+        loaded = _sys.modules.get(f"{__name__}.{module}")
+        obj = None if loaded is None else vars(loaded).get(name)
         if (isinstance(obj, type) or callable(obj)) \
                 and getattr(obj, "__module__", "").startswith(__name__ + "."):
             obj.__module__ = __name__
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS) | _SUBMODULES)
-
-
-__all__ = [
-    "__version__",
-    "AgentClient",
-    "AgentClosedError",
-    "AgentEndpoint",
-    "AgentError",
-    "AgentWorkflow",
-    "annotate",
-    "atrace_phase",
-    "ConfigError",
-    "ControllerStateError",
-    "DatasetError",
-    "DuplicateTaskIdError",
-    "EngineBadRequestError",
-    "EngineConfig",
-    "EngineConnectionError",
-    "EngineError",
-    "EngineOverloadedError",
-    "EngineResponseError",
-    "EngineServerError",
-    "EngineStatusError",
-    "EngineTimeoutError",
-    "EngineUnreachableError",
-    "ExecutorConfig",
-    "GenerationConfig",
-    "increment",
-    "InferenceEngine",
-    "InvalidTaskIdError",
-    "load_traces",
-    "LocalScheduler",
-    "ModelRequest",
-    "ModelResponse",
-    "MultiTurnWorkflow",
-    "NoHealthyServerError",
-    "register_phase",
-    "RemoteInfEngine",
-    "RemoteSGLangEngine",
-    "RemotevLLMEngine",
-    "RetryPolicy",
-    "RolloutController",
-    "RolloutKitError",
-    "RolloutResult",
-    "RolloutTimeoutError",
-    "RolloutWorkflow",
-    "SchedulerError",
-    "SingleTurnWorkflow",
-    "SyncInLoopError",
-    "TaskIdError",
-    "TaskIdGenerator",
-    "TaskIdMismatchError",
-    "Timeouts",
-    "ToolError",
-    "trace_phase",
-    "trace_session",
-    "TraceError",
-    "Tracer",
-    "Traces",
-    "TraceSchemaError",
-    "TraceStateError",
-    "TurnTimeoutError",
-    "UnknownTaskIdError",
-    "WorkflowError",
-    "WorkflowExecutor",
-]
+__getattr__, __dir__, __all__ = _attach_stub()

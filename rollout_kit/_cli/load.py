@@ -14,7 +14,7 @@ Options keep ``vllm bench serve``'s names where they mean the same (``--request-
 * ``--duration S``: stop sending after S seconds;
 * ``--sim``: start a simulated server of ``--backend``'s kind in this process.
 
-Conversations (:mod:`._load_conversations`): ``--backend openai-chat --endpoint
+Conversations (:mod:`.load_conversations`): ``--backend openai-chat --endpoint
 /v1/chat/completions`` (as ``vllm bench serve`` names them), a conversation dataset
 (``sharegpt_multiturn``, ``multi_turn``, ``synthetic_multiturn``, ``agent_trace``) or
 ``--multi-turn`` make each "prompt" a conversation: it arrives at ``--request-rate``, sends
@@ -27,8 +27,8 @@ names for the shared metrics (``completed``, ``request_throughput``, ``median_tt
 so scripts reading one read the other. A sweep writes one such object per level, one per
 line (like ``--append-result`` over several runs).
 
-Modules: :mod:`._load_options` (the options and their checks), :mod:`._load_summary` (the
-printed tables), :mod:`._load_results` (the saved result JSON); this one runs the load.
+Modules: :mod:`.load_options` (the options and their checks), :mod:`.load_summary` (the
+printed tables), :mod:`.load_results` (the saved result JSON); this one runs the load.
 """
 
 from __future__ import annotations
@@ -41,17 +41,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._loop import run_sync
-from ._load_options import check_args
-from ._load_results import file_name, result_json
-from ._load_summary import failure_lines, format_summary, sweep_table
-from ._output import note as _note
-from ._output import out as _out
+from .load_options import check_args
+from .load_results import file_name, result_json
+from .load_summary import failure_lines, format_summary, sweep_table
+from .output import note as _note
+from .output import out as _out
 
 
 def _requests(args: argparse.Namespace) -> list[Any]:
     from dataclasses import replace
 
-    from ..load._datasets import load_dataset
+    from ..load import load_dataset
 
     n = args.num_prompts + args.warmup
     name = args.dataset_name
@@ -81,8 +81,7 @@ def _requests(args: argparse.Namespace) -> list[Any]:
 
 def _spec(args: argparse.Namespace, rate: float | None = None,
           concurrency: int | None = None, conversations: list[Any] | None = None) -> Any:
-    from ..load import LoadSpec
-    from ..load._arrivals import Arrivals
+    from ..load import Arrivals, LoadSpec
 
     if conversations and all(c.timestamp is not None for c in conversations):
         return LoadSpec(arrivals=Arrivals.schedule(c.timestamp for c in conversations),
@@ -123,10 +122,10 @@ async def _server(args: argparse.Namespace) -> AsyncIterator[str]:
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     from .._config import EngineConfig, ExecutorConfig, GenerationConfig
     from .._controller import RolloutController
-    from ..load._runner import run_load_async
+    from ..load import run_load_async
 
     if getattr(args, "conversations", False):
-        from ._load_conversations import conversations
+        from .load_conversations import conversations
 
         requests = conversations(args)
     else:
@@ -148,7 +147,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                 (m for e in ctl.engines if isinstance(m := getattr(e, "model", None), str)),
                 None)
             if args.rates or args.concurrencies:
-                from ..load._sweep import sweep_async
+                from ..load import sweep_async
 
                 runs: list[Any] = []
                 sweep = await sweep_async(ctl, requests, rates=args.rates,
@@ -159,7 +158,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
                                           progress=not args.disable_tqdm, runs=runs)
                 return {"sweep": sweep, "runs": runs}
             if getattr(args, "conversations", False):
-                from ..load._conversations import run_conversations_async
+                from ..load import run_conversations_async
 
                 crun = await run_conversations_async(
                     ctl, requests, _spec(args, conversations=requests), gconfig=gconfig,
@@ -174,7 +173,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _report_conversations(args: argparse.Namespace, crun: Any) -> int:
-    from ._load_conversations import conversation_lines
+    from .load_conversations import conversation_lines
 
     metrics = crun.metrics(goodput=args.slos, percentiles=tuple(args.percentiles))
     res = result_json(args, metrics, frame=crun.turns)
@@ -193,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     (``rollout_kit._cli.main`` prints them as one line).
     """
     check_args(args)
-    from ._load_conversations import check_args as check_conversation_args
+    from .load_conversations import check_args as check_conversation_args
 
     check_conversation_args(args)  # also: an unknown flavour, one line naming the known ones
     r = run_sync(_main(args), what="rollout-kit load")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._errors import ConfigError
-from ._output import note, out
+from .output import note, out
 
 _SHOWN = ["status", "first_divergence", "tokens_then", "tokens_now", "server_now", "reason"]
 

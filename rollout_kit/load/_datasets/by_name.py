@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._tokenize import TextTokenizer
-from ._common import SPECIAL_IDS, VOCAB_SIZE, fail, positive
+from .common import SPECIAL_IDS, VOCAB_SIZE, fail, positive
 from .multiturn import (
     read_agent_trace,
     read_multiturn_json,

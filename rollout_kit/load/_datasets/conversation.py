@@ -31,7 +31,7 @@ import numpy as np
 
 from ..._errors import ConfigError
 from .._tokenize import ByteCounter, TextTokenizer
-from ._common import fail, is_int, tokenizer_of
+from .common import fail, is_int, tokenizer_of
 
 #: roles of the message a turn appends (a user's question, a tool's result)
 TURN_ROLES = ("user", "tool")

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..._errors import truncate
 from .._tokenize import TextTokenizer
-from ._common import (
+from .common import (
     check_length,
     check_time_scale,
     fail,

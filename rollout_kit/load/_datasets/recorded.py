@@ -63,7 +63,7 @@ from ..._errors import ConfigError, TraceSchemaError, truncate
 from ...tracing import AREAL_STATUSES, Traces, load_traces
 from ...tracing import schema as S
 from .._tokenize import TextTokenizer
-from ._common import (
+from .common import (
     SPECIAL_IDS,
     VOCAB_SIZE,
     allowed_ids,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..._errors import ConfigError
-from ._common import is_int
+from .common import is_int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

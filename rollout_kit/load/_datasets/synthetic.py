@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 from .._tokenize import TextTokenizer
-from ._common import SPECIAL_IDS, VOCAB_SIZE, allowed_ids, fail, positive
+from .common import SPECIAL_IDS, VOCAB_SIZE, allowed_ids, fail, positive
 from .request import LoadRequest
 
 Distribution = Literal["fixed", "uniform", "normal"]

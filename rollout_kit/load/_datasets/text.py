@@ -19,7 +19,7 @@ from typing import Any
 
 from ..._errors import truncate
 from .._tokenize import TextTokenizer
-from ._common import check_length, fail, jsonl_objects, open_text, positive, take, tokenizer_of
+from .common import check_length, fail, jsonl_objects, open_text, positive, take, tokenizer_of
 from .request import LoadRequest
 
 #: ShareGPT pruning, as vllm's ``is_valid_sequence`` (from the original benchmark_serving.py)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..._errors import truncate
 from .._tokenize import TextTokenizer
-from ._common import (
+from .common import (
     SPECIAL_IDS,
     VOCAB_SIZE,
     allowed_ids,

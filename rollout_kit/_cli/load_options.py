@@ -16,7 +16,7 @@ import math
 
 from .._errors import ConfigError
 from .._paths import parse_address
-from ._load_summary import METRIC_HEADERS
+from .load_summary import METRIC_HEADERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     res.add_argument("--trace-path", default=None,
                      help="also write the rollout_kit traces (JSONL) here")
     res.add_argument("--disable-tqdm", action="store_true", help="hide the progress bar")
-    from ._load_conversations import add_arguments as add_conversation_arguments
+    from .load_conversations import add_arguments as add_conversation_arguments
 
     add_conversation_arguments(parser)
 
@@ -171,7 +171,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.num_prompts is not None and args.num_prompts < 1:
         raise ConfigError(f"--num-prompts must be >= 1, got {args.num_prompts}")
     # a trace replays its own sessions at their own times unless --num-prompts says more
-    # (or fewer): rollout_kit._cli._load_conversations.conversations counts them
+    # (or fewer): rollout_kit._cli.load_conversations.conversations counts them
     if args.num_prompts is None and not _is_trace(args.dataset_name):
         args.num_prompts = DEFAULT_NUM_PROMPTS
     if args.max_concurrency is not None and args.max_concurrency < 1:
@@ -195,7 +195,7 @@ def check_args(args: argparse.Namespace) -> None:
     if not 0 <= args.random_range_ratio < 1:
         raise ConfigError(f"--random-range-ratio must be in [0, 1), got "
                           f"{args.random_range_ratio}")
-    from ..load._datasets.by_name import dataset_takes_path
+    from ..load import dataset_takes_path
 
     if dataset_takes_path(args.dataset_name) and not args.dataset_path:
         raise ConfigError(f"--dataset-name {args.dataset_name} needs --dataset-path")
@@ -212,7 +212,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--percentile-metrics: unknown metric(s) {unknown}; choose from "
                           f"{list(METRIC_HEADERS)}")
     args.metrics = metrics
-    from ..load._metrics import parse_goodput
+    from ..load import parse_goodput
 
     args.slos = parse_goodput(" ".join(args.goodput)) if args.goodput else None
     meta: dict[str, str] = {}

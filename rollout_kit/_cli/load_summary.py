@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._load_results import failures, num
+from .load_results import failures, num
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -32,7 +32,7 @@ import math
 from typing import Any
 
 from .._errors import ConfigError
-from ._load_results import num
+from .load_results import num
 
 #: datasets whose items are conversations
 CONVERSATION_DATASETS = ("sharegpt_multiturn", "multi_turn", "synthetic_multiturn",
@@ -78,11 +78,9 @@ def check_args(args: argparse.Namespace) -> None:
     """Decide whether this is a conversation run (``args.conversations``), resolve the
     flavour (``args.flavour``), and check the conversation options (``ConfigError``)."""
     from ..engines import backend_for
-    from ..engines._flavours import canonical_flavour
 
-    backend_for(args.backend)  # an unknown flavour: one line naming the known ones
-    args.flavour = canonical_flavour(args.backend)
-    backend = backend_for(args.flavour)
+    backend = backend_for(args.backend)  # an unknown flavour: one line naming the known ones
+    args.flavour = backend.flavour  # an alias (openai-chat) -> the flavour (vllm-chat)
     chat = backend.chat_endpoint
     endpoint = args.endpoint
     if endpoint is not None and endpoint not in (chat, backend.generate_endpoint):
@@ -122,14 +120,14 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError("--sweep / --sweep-concurrency run single requests; a conversation "
                           "run takes one --request-rate")
     if args.think_time is not None:
-        from ..load._datasets import ThinkTime
+        from ..load import ThinkTime
 
         ThinkTime.parse(args.think_time)  # a negative or malformed one: one line, no run
 
 
 def conversations(args: argparse.Namespace) -> list[Any]:
     """The conversations of a conversation run (``--num-prompts`` + ``--warmup`` of them)."""
-    from ..load._datasets import Conversation, ConversationTurn, load_dataset
+    from ..load import Conversation, ConversationTurn, load_dataset
 
     name = args.dataset_name.strip().lower().replace("-", "_")
     if name == "agent_trace" and args.num_prompts is None:  # the trace's own sessions
