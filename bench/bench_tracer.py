@@ -38,7 +38,7 @@ import pandas as pd
 from _common import Row, Size, check, median_ratio, run_alone, spread
 
 from rollout_kit.tracing import Tracer, load_traces
-from rollout_kit.tracing._frames.files import append_records
+from rollout_kit.tracing._jsonl import append_records
 
 __all__ = ["rows"]
 

@@ -11,6 +11,7 @@ from installing at once. The cache folder is ``$ROLLOUT_KIT_AREAL_CACHE`` (or
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,13 @@ AREAL_REQUIREMENTS: tuple[str, ...] = (
     "pillow", "hydra-core", "omegaconf", "pyyaml", "colorlog", "tenacity", "flask", "uvloop",
     "ray", "openai", "openai-agents", "math-verify",
 )
-#: rollout_kit's runtime dependencies, the test runner and the notebook runner (nbval), for
-#: the checkout on PYTHONPATH.
+#: rollout_kit's runtime dependencies (read from its installed metadata, so they are the ones
+#: pyproject.toml names), the test runner and the notebook runner (nbval), for the checkout
+#: on PYTHONPATH
 PROJECT_REQUIREMENTS: tuple[str, ...] = (
-    "aiohttp>=3.10", "orjson>=3.10", "pandas>=2.2", "numpy>=1.26", "matplotlib>=3.8",
-    "ipywidgets>=8.1", "nest-asyncio2>=1.7.4", "tqdm>=4.66", "prometheus-client>=0.20",
-    "pyarrow>=15", "pytest>=8.1", "pytest-asyncio>=0.24", "pytest-timeout>=2.3",
-    "nbval>=0.11", "ipykernel>=6.29", "nbclient", "nbformat",
+    *(r for r in importlib.metadata.requires("rollout-kit") or () if "extra ==" not in r),
+    "pytest>=8.1", "pytest-asyncio>=0.24", "pytest-timeout>=2.3", "nbval>=0.11",
+    "ipykernel>=6.29", "nbclient", "nbformat",
 )
 
 

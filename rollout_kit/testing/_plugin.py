@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pytest
 
@@ -57,6 +57,18 @@ if TYPE_CHECKING:
     from ..sim import ApiName, SimCluster
     from ._sglang_cpu import SGLangCPUServer
     from ._vllm_cpu import VLLMCPUServer
+
+
+class _Running(Protocol):
+    """A real server a session fixture shares (``VLLMCPUServer``, ``SGLangCPUServer``)."""
+
+    @property
+    def address(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+_Server = TypeVar("_Server", bound=_Running)
 
 #: Generous: a cold install (~90 s for vLLM, a few minutes for SGLang) plus a server start
 #: (~55 s) on a busy 2-core machine.
@@ -288,26 +300,10 @@ def vllm_cpu_server(vllm_cpu_otlp: OtlpReceiver | None) -> Iterator[VLLMCPUServe
     from ._venv import unsupported_reason
     from ._vllm_cpu import start_vllm_cpu_server
 
-    if _flag("ROLLOUT_KIT_SKIP_VLLM_CPU"):
-        pytest.skip("real vLLM CPU server disabled by ROLLOUT_KIT_SKIP_VLLM_CPU")
-    reason = unsupported_reason()
-    if reason is not None:
-        pytest.skip(f"real vLLM CPU server unavailable: {reason}")
     endpoint = vllm_cpu_otlp.endpoint if vllm_cpu_otlp is not None else None
-    try:
-        server = start_vllm_cpu_server(otlp_traces_endpoint=endpoint)
-    except Exception as exc:
-        if in_ci():
-            raise
-        pytest.skip(f"real vLLM CPU server could not be set up (set CI=true to fail): "
-                    f"{type(exc).__name__}: {exc}")
-    os.environ["ROLLOUT_KIT_VLLM_URLS"] = server.address
-    try:
-        yield server
-    finally:
-        os.environ.pop("ROLLOUT_KIT_VLLM_URLS", None)
-        server.stop()
-
+    yield from _shared_server(
+        "vLLM", "VLLM", unsupported_reason,
+        lambda: start_vllm_cpu_server(otlp_traces_endpoint=endpoint))
 
 
 # -- the real SGLang server -------------------------------------------------------------------
@@ -336,21 +332,30 @@ def sglang_cpu_server() -> Iterator[SGLangCPUServer]:
     from ._sglang_cpu import start_sglang_cpu_server
     from ._sglang_venv import sglang_unsupported_reason
 
-    if _flag("ROLLOUT_KIT_SKIP_SGLANG_CPU"):
-        pytest.skip("real SGLang CPU server disabled by ROLLOUT_KIT_SKIP_SGLANG_CPU")
-    reason = sglang_unsupported_reason()
+    yield from _shared_server("SGLang", "SGLANG", sglang_unsupported_reason,
+                              start_sglang_cpu_server)
+
+
+def _shared_server(name: str, key: str, unsupported: Callable[[], str | None],
+                   start: Callable[[], _Server]) -> Iterator[_Server]:
+    """The body of a real-server fixture: skip when ``ROLLOUT_KIT_SKIP_<key>_CPU`` is set or
+    the platform has no wheel, start (a failure skips, or raises under ``CI=true``), publish
+    the address in ``ROLLOUT_KIT_<key>_URLS`` while it runs, stop at the end."""
+    if _flag(f"ROLLOUT_KIT_SKIP_{key}_CPU"):
+        pytest.skip(f"real {name} CPU server disabled by ROLLOUT_KIT_SKIP_{key}_CPU")
+    reason = unsupported()
     if reason is not None:
-        pytest.skip(f"real SGLang CPU server unavailable: {reason}")
+        pytest.skip(f"real {name} CPU server unavailable: {reason}")
     try:
-        server = start_sglang_cpu_server()
+        server = start()
     except Exception as exc:
         if in_ci():
             raise
-        pytest.skip(f"real SGLang CPU server could not be set up (set CI=true to fail): "
+        pytest.skip(f"real {name} CPU server could not be set up (set CI=true to fail): "
                     f"{type(exc).__name__}: {exc}")
-    os.environ["ROLLOUT_KIT_SGLANG_URLS"] = server.address
+    os.environ[f"ROLLOUT_KIT_{key}_URLS"] = server.address
     try:
         yield server
     finally:
-        os.environ.pop("ROLLOUT_KIT_SGLANG_URLS", None)
+        os.environ.pop(f"ROLLOUT_KIT_{key}_URLS", None)
         server.stop()

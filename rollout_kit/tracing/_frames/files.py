@@ -1,4 +1,5 @@
-"""Persistence: append batches of records to a JSONL file, compact it to Parquet, load either.
+"""Trace files: compact a JSONL trace to Parquet, load either (the log is appended to by
+``_jsonl.append_records``, on the write side).
 
 A trace file starts with a header record (format, schema version, wall-clock anchor, worker,
 pid) followed by one ``columns`` record per flush (schema 2; schema 1 files hold one task or
