@@ -39,8 +39,9 @@ def test_import_is_light() -> None:
     import sys
 
     code = (
-        "import sys, rollout_kit; "
-        "bad = [m for m in ('matplotlib', 'ipywidgets', 'ray') if m in sys.modules]; "
+        "import sys, rollout_kit, rollout_kit.tracing; "
+        "bad = [m for m in ('matplotlib', 'ipywidgets', 'ray', 'pandas', 'aiohttp') "
+        "if m in sys.modules]; "
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
