@@ -9,6 +9,7 @@ which the package registers (entry point ``pytest11``): the tests use it as user
 from __future__ import annotations
 
 import resource
+import signal
 from collections.abc import Iterator
 
 import matplotlib
@@ -26,6 +27,18 @@ def _raise_fd_limit() -> None:
     want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Ctrl-C raises ``KeyboardInterrupt`` here and in the processes the tests start, even in
+    a run a shell started in the background (``cmd &``), which starts with SIGINT ignored:
+    the Ctrl-C tests would otherwise wait for an interrupt that never comes."""
+    before = signal.getsignal(signal.SIGINT)
+    if before == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(autouse=True)
