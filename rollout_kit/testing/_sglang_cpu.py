@@ -9,7 +9,8 @@ Three steps, each idempotent and cached outside the repository:
    ``/update_weights_from_disk`` can swap in another seed's);
 3. :class:`SGLangCPUServer` starts ``python -m sglang.launch_server`` on a free loopback port
    with ``SGLANG_USE_CPU_ENGINE=1``, the import-only ``sgl_kernel`` stand-in first on
-   ``PYTHONPATH``, a small KV cache and ``--enable-metrics``, and waits for ``/health``.
+   ``PYTHONPATH``, a small KV cache, ``--enable-metrics`` and ``--sleep-on-idle``, and waits
+   for ``/health``.
 
 :func:`start_sglang_cpu_server` does all three. The pytest plugin's ``sglang_cpu_server``
 fixture (:mod:`rollout_kit.testing._plugin`) runs one per test session.
@@ -77,14 +78,16 @@ class SGLangCPUServer(ServerProcess):
         self.max_running_requests = max_running_requests
 
     def command(self) -> list[str]:
-        """The command line that starts the server."""
+        """The command line that starts the server. ``--sleep-on-idle``: an idle scheduler
+        otherwise polls its sockets in a busy loop and holds one core at 100 % for as long as
+        the server runs, which a test session sharing it for half an hour on 2 cores feels."""
         return [str(venv_python(self.venv)), "-m", "sglang.launch_server",
                 "--model-path", str(self.model_dir), "--served-model-name", self.model,
                 "--device", "cpu", "--host", HOST, "--port", str(self.port),
                 "--context-length", str(self.context_length),
                 "--max-total-tokens", str(self.max_total_tokens),
                 "--max-running-requests", str(self.max_running_requests),
-                "--enable-metrics", *self.extra_args]
+                "--enable-metrics", "--sleep-on-idle", *self.extra_args]
 
     def environment(self) -> dict[str, str]:
         """The server's environment: the CPU engine, offline, the ``sgl_kernel`` stand-in, and

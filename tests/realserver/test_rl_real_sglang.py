@@ -1,9 +1,10 @@
 """The RL loop's weight update against the REAL SGLang server on CPU: a real
 ``update_weights_from_disk`` with ``weight_version`` between two seeds' weights.
 
-SGLang decodes slowly here (about 0.1 s a token on 2 cores), so a step that trains while the
-next rollouts generate lets the update cut them: a partial rollout comes back whole, its
-tokens carrying two consecutive versions, and the server reports the loop's version.
+SGLang decodes slowly here (about 0.1 s a token on 2 cores), so a step that trains until the
+server decodes one of the next rollouts lets the update cut them: a partial rollout comes back
+whole, its tokens carrying two consecutive versions, and the server reports the loop's
+version.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rollout_kit import EngineConfig, GenerationConfig, RolloutController, Singl
 from rollout_kit.rl import RLConfig, WeightsFromDisk, run_rl_async
 from rollout_kit.testing import SGLangCPUServer, fast_engine_config
 from rollout_kit.testing._sglang_cpu import sglang_model_dir
+from tests.realserver.pauses import rl_admissions, sglang_decoding, unfinished
 
 BUDGET = 24
 
@@ -41,21 +43,22 @@ async def test_rl_loop_updates_real_sglang_weights_from_disk(
                             scrape_interval=None)
 
     async def train(batch: Any, step: int) -> None:
-        # AReaL's formula admits the next rollouts when the version moves (staleness 1,
-        # batch 2): from step 1 on they generate while the step trains; train for a third of
-        # a generation's time, so the update that follows finds them mid-way (step 2 takes
-        # them: partial rollouts)
-        if ctl.stats()["running"]:
-            typical = float(ctl.traces().loc[[r.task_id for r in batch], "run_s"].median())
-            await asyncio.sleep(typical / 3)
+        # from step 1 on the next rollouts generate while the step trains; it ends once the
+        # server decodes one of them, so the update that follows cuts it mid-way (step 2
+        # takes them: partial rollouts): 24 tokens take seconds here, the pause comes within
+        # milliseconds of that look
+        await rl_admissions(ctl, config, step)
+        while unfinished(ctl) and not await sglang_decoding(sglang_cpu_server.url):
+            await asyncio.sleep(0.02)
 
+    config = RLConfig(steps=3, batch_size=2, max_staleness=1)
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=BUDGET, ignore_eos=True))
     update = WeightsFromDisk(lambda v: str(other if v % 2 else first))
     try:
         async with ctl:
             run = await asyncio.wait_for(run_rl_async(
                 ctl, itertools.cycle([{"prompt": "The quick brown fox"}]), wf,
-                RLConfig(steps=3, batch_size=2, max_staleness=1), train=train,
+                config, train=train,
                 update=update), 600)
             assert model_info(sglang_cpu_server.address)["weight_version"] == "3"
         tasks = ctl.traces()

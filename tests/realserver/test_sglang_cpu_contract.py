@@ -170,3 +170,22 @@ def test_the_server_listens_on_loopback_only(sglang_cpu_server: SGLangCPUServer)
                  for p in (root, *root.children(recursive=True))
                  for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
     assert listening and all(ip == "127.0.0.1" for _, ip, _ in listening), listening
+
+
+def test_an_idle_server_leaves_the_cores_alone(sglang_cpu_server: SGLangCPUServer) -> None:
+    """Without ``--sleep-on-idle`` the scheduler polls its sockets in a busy loop: one core at
+    100 % for the whole session the server is shared by (about 2 of these 3 s even with two
+    CPU burners beside it). With it, the idle server's processes use a few milliseconds."""
+    import psutil
+
+    assert sglang_cpu_server.pid is not None
+    root = psutil.Process(sglang_cpu_server.pid)
+    tree = [root, *root.children(recursive=True)]
+
+    def cpu_seconds() -> float:
+        return sum(t.user + t.system for t in (p.cpu_times() for p in tree))
+
+    before, start = cpu_seconds(), time.monotonic()
+    time.sleep(3.0)
+    used, wall = cpu_seconds() - before, time.monotonic() - start
+    assert used < 0.25 * wall, f"the idle server used {used:.2f} CPU s in {wall:.1f} s"

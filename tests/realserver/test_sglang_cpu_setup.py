@@ -129,7 +129,7 @@ def test_server_command_and_environment(tmp_path: Path) -> None:
                         ("--max-total-tokens", "8192"), ("--max-running-requests", "8"),
                         ("--context-length", "1024"), ("--served-model-name", "tiny")):
         assert cmd[cmd.index(flag) + 1] == value
-    assert "--enable-metrics" in cmd
+    assert "--enable-metrics" in cmd and "--sleep-on-idle" in cmd
     env = server.environment()
     assert env["SGLANG_USE_CPU_ENGINE"] == "1"
     assert env["PYTHONPATH"] == str(sglang_venv.STANDIN_DIR)

@@ -12,15 +12,13 @@ actual run.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pandas as pd
 import pytest
@@ -31,8 +29,7 @@ from rollout_kit.sim import ByteTokenizer
 from rollout_kit.testing import fast_engine_config
 from rollout_kit.tracing import schema
 
-__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "freeze_running_generations", "make_engine",
-           "pick", "record", "server_metric"]
+__all__ = ["FULL", "TOK", "Ledger", "check_ledger", "make_engine", "pick", "record"]
 
 FULL = os.environ.get("ROLLOUT_KIT_FULL", "").strip().lower() in {"1", "true", "yes"}
 TOK = ByteTokenizer()
@@ -52,44 +49,6 @@ def make_engine(flavour: str, addresses: Any, **config: Any) -> RemoteInfEngine:
     config.setdefault("timeouts", FAST_TIMEOUTS)
     cls = RemoteSGLangEngine if flavour == "sglang" else RemotevLLMEngine
     return cls(addresses, config=fast_engine_config(**config), name=flavour)
-
-
-async def server_metric(engine: RemoteInfEngine, metric: str) -> float:
-    """``metric`` summed over the engine's servers' ``/metrics``."""
-    m = await engine.server_metrics_async()
-    return float(m.loc[m["metric"] == metric, "value"].sum())
-
-
-async def freeze_running_generations(engine: RemoteInfEngine, url: str,
-                                     ended: Callable[[], bool]) -> float:
-    """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
-    many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
-    ``0.0`` when ``ended()`` (the client's tasks all ended) before a pause found one: the
-    caller sends another wave.
-
-    ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
-    count read from ``/metrics`` while paused stays true until the caller acts, however late a
-    loaded machine lets it act. Paused before any generation started (the requests still
-    queued or in prefill), the server is resumed and paused again. A fixed sleep instead
-    guesses: on a busy machine the batch may not have started, or may be over.
-    """
-    async with aiohttp.ClientSession(base_url=url) as http:
-        while True:
-            await _post(http, "/pause", mode="keep")
-            running = 0.0
-            try:
-                running = await server_metric(engine, "vllm:num_requests_running")
-            finally:
-                if running < 1:  # none frozen mid-generation (or the read failed): resume
-                    await _post(http, "/resume")
-            if running >= 1 or ended():
-                return running
-            await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
-
-
-async def _post(http: aiohttp.ClientSession, path: str, **params: str) -> None:
-    async with http.post(path, params=params) as resp:
-        assert resp.status == 200, (path, resp.status, await resp.text())
 
 
 class Ledger:

@@ -28,16 +28,9 @@ from rollout_kit import (
 )
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.testing import SGLangCPUServer, VLLMCPUServer
+from tests.realserver.pauses import freeze_running_generations, sglang_decoding
 
-from .conftest import (
-    TOK,
-    check_ledger,
-    freeze_running_generations,
-    make_engine,
-    pick,
-    record,
-    server_metric,
-)
+from .conftest import TOK, check_ledger, make_engine, pick, record
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -70,7 +63,7 @@ async def _running_now(engine: RemoteInfEngine, server: VLLMCPUServer | SGLangCP
         return await freeze_running_generations(engine, server.url, ended)
     running = 0.0
     while running < 1 and not ended():
-        running = await server_metric(engine, "sglang:num_running_reqs")
+        running = await sglang_decoding(server.url)
         await asyncio.sleep(0.05)
     return running
 

@@ -1,0 +1,87 @@
+"""Find a real server generating, by a condition the server guarantees, not by a sleep.
+
+A fixed sleep guesses: on a busy machine the batch may not have started yet, or may be over.
+The reliability suite's kill test waits until the server runs generations (vLLM: frozen
+there by a dev-mode pause; SGLang: its scheduler's decode batch), then kills it; the RL
+loop's real-SGLang test waits the same way before its update cuts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import aiohttp
+
+from rollout_kit import RolloutController
+from rollout_kit.engines import RemoteInfEngine
+from rollout_kit.rl import RLConfig
+from tests.sim.helpers import until
+
+#: the task statuses that end one
+ENDED = ("accepted", "rejected", "failed", "cancelled")
+
+
+async def server_metric(engine: RemoteInfEngine, metric: str) -> float:
+    """``metric`` summed over the engine's servers' ``/metrics``."""
+    m = await engine.server_metrics_async()
+    return float(m.loc[m["metric"] == metric, "value"].sum())
+
+
+async def freeze_running_generations(engine: RemoteInfEngine, url: str,
+                                     ended: Callable[[], bool]) -> float:
+    """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
+    many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
+    ``0.0`` when ``ended()`` (the client's tasks all ended) before a pause found one: the
+    caller sends another wave.
+
+    ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
+    count read from ``/metrics`` while paused stays true until the caller acts, however late a
+    loaded machine lets it act. Paused before any generation started (the requests still
+    queued or in prefill), the server is resumed and paused again. A fixed sleep instead
+    guesses: on a busy machine the batch may not have started, or may be over.
+    """
+    async with aiohttp.ClientSession(base_url=url) as http:
+        while True:
+            await _post(http, "/pause", mode="keep")
+            running = 0.0
+            try:
+                running = await server_metric(engine, "vllm:num_requests_running")
+            finally:
+                if running < 1:  # none frozen mid-generation (or the read failed): resume
+                    await _post(http, "/resume")
+            if running >= 1 or ended():
+                return running
+            await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
+
+
+async def _post(http: aiohttp.ClientSession, path: str, **params: str) -> None:
+    async with http.post(path, params=params) as resp:
+        assert resp.status == 200, (path, resp.status, await resp.text())
+
+
+async def sglang_decoding(url: str) -> int:
+    """How many requests the real SGLang server at ``url`` decodes now: its scheduler's own
+    answer to ``GET /v1/loads`` (the ``sglang:num_running_reqs`` gauge of ``/metrics`` is set
+    only every 40 decode steps, so it lags a short generation and outlives it)."""
+    async with aiohttp.ClientSession() as http, \
+            http.get(f"{url}/v1/loads", params={"include": "core"}) as resp:
+        resp.raise_for_status()
+        return sum(int(load["num_running_reqs"]) for load in (await resp.json())["loads"])
+
+
+async def rl_admissions(ctl: RolloutController, config: RLConfig, step: int) -> None:
+    """Wait until the RL loop's feeder has submitted every rollout AReaL's formula admits
+    while ``step`` trains (``(max_staleness + version + 1) * batch_size``, capped by what the
+    steps need). Looking earlier races the feeder, a task of its own: on a busy machine the
+    next rollouts may not be submitted yet when the step trains."""
+    admitted = min((config.max_staleness + step + 1) * config.batch_size,
+                   config.steps * config.batch_size)
+    await until(lambda: ctl.stats()["submitted"] >= admitted, "the RL loop's admissions",
+                timeout=60)
+
+
+def unfinished(ctl: RolloutController) -> int:
+    """The controller's submitted tasks that have not ended (queued or running)."""
+    stats = ctl.stats()
+    return int(stats["submitted"]) - sum(int(stats[key]) for key in ENDED)
