@@ -41,7 +41,10 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
     queued or in prefill), the server is resumed and paused again. A fixed sleep instead
     guesses: on a busy machine the batch may not have started, or may be over.
     """
-    async with aiohttp.ClientSession(base_url=url) as http:
+    # a connection per request: a pooled one idle past the server's keep-alive (5 s, which
+    # one look can take on a loaded machine) may be closed just as a request goes out on it
+    async with aiohttp.ClientSession(base_url=url,
+                                     connector=aiohttp.TCPConnector(force_close=True)) as http:
         while True:
             await _post(http, "/pause", mode="keep")
             running = 0.0
