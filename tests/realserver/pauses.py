@@ -41,10 +41,7 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
     queued or in prefill), the server is resumed and paused again. A fixed sleep instead
     guesses: on a busy machine the batch may not have started, or may be over.
     """
-    # a connection per request: a pooled one idle past the server's keep-alive (5 s, which
-    # one look can take on a loaded machine) may be closed just as a request goes out on it
-    async with aiohttp.ClientSession(base_url=url,
-                                     connector=aiohttp.TCPConnector(force_close=True)) as http:
+    async with _control(url) as http:
         while True:
             await _post(http, "/pause", mode="keep")
             running = 0.0
@@ -56,6 +53,25 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
             if running >= 1 or ended():
                 return running
             await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
+
+
+async def pause_keep(url: str) -> None:
+    """Freeze the real vLLM server at ``url`` (dev-mode ``/pause?mode=keep``): no request
+    takes another step, and requests sent from now on queue there, until :func:`resume`."""
+    async with _control(url) as http:
+        await _post(http, "/pause", mode="keep")
+
+
+async def resume(url: str) -> None:
+    """``POST /resume`` to the real vLLM server at ``url`` (a no-op on a running server)."""
+    async with _control(url) as http:
+        await _post(http, "/resume")
+
+
+def _control(url: str) -> aiohttp.ClientSession:
+    # a connection per request: a pooled one idle past the server's keep-alive (5 s, which
+    # one look can take on a loaded machine) may be closed just as a request goes out on it
+    return aiohttp.ClientSession(base_url=url, connector=aiohttp.TCPConnector(force_close=True))
 
 
 async def _post(http: aiohttp.ClientSession, path: str, **params: str) -> None:

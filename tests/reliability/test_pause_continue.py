@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
@@ -26,7 +26,8 @@ from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.sim import ApiName, serve
 from rollout_kit.sim._state import Emit, SimEngine, SimSequence
 from rollout_kit.testing import VLLMCPUServer
-from tests.realserver.engine_checks import STARVED_S
+from tests.realserver.pauses import freeze_running_generations, pause_keep, resume
+from tests.sim.helpers import until
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record
 
@@ -171,72 +172,62 @@ def _record(name: str, n: int, budget: int, ledger: Ledger, wall: float,
            ledger=ledger, wall_s=wall, continued=kinds["mixed"])
 
 
-#: when a try against the real server pauses (see :func:`_real_vllm_try`)
-Trigger = Literal["running", "sent"]
-
-
 @dataclass
 class RealTry:
-    """One try against the real server: what the pause hit and how late it came."""
+    """One try against the real server: what the pause hit."""
 
-    trigger: Trigger
     kinds: dict[str, int]
-    late_s: float  # from the trigger's last check being due to the pause in effect
+    running: float  # generations the server ran when the look froze it
     ledger: Ledger
     wall_s: float
 
     def __str__(self) -> str:
-        return f"{self.trigger}: {self.kinds}, pause {self.late_s:.2f} s after its trigger was due"
+        return f"{self.kinds} ({self.running:.0f} running when frozen)"
 
 
-async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int,
-                         trigger: Trigger) -> RealTry:
-    """Submit ``n`` long generations, pause on ``trigger``, bump the version, continue.
+async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int) -> RealTry:
+    """Submit ``n`` long generations to a frozen server, let it run until it runs some, then
+    pause (abort), bump the version, continue.
 
-    ``trigger`` is ``"running"`` (the server's ``vllm:num_requests_running`` says one runs)
-    or ``"sent"`` (every request is out on the client: earlier, no round trip to a busy
-    server, but it may land before the first token); either also fires once a task ended.
+    The server is frozen (dev-mode ``/pause?mode=keep``) before the requests go out, so they
+    queue there; :func:`~tests.realserver.pauses.freeze_running_generations` then resumes
+    and freezes it again until a look finds generations running. However late a loaded
+    client acts, the server generates only between a resume and the next freeze.
     """
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True,
                                                      temperature=0.0),
                             tokenizer=TOK)
     retry = RetryPolicy(max_retries=3, initial_delay=0.05, max_delay=0.5)
     t0 = time.perf_counter()
+    running = 0.0
     async with make_engine("vllm", [server.address], stream=True, retry=retry,
                            timeouts=Timeouts(request=120, total=240, setup=30, health=5),
                            model=server.model) as engine, \
             RolloutController(engine,
                               executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
+        await pause_keep(server.url)
         ids = [ctl.submit({"input_ids": [5 + i % 50, 7, 9, 11]}, wf) for i in range(n)]
-        due = time.perf_counter()  # when the trigger's last check was due to run
 
-        async def wait_trigger() -> None:
-            nonlocal due
-            pause_s = 0.005 if trigger == "sent" else 0.02
-            async with asyncio.timeout(60):
-                while all(ctl.peek(i) is None for i in ids):  # or one has ended
-                    if trigger == "sent":
-                        if engine.router.in_flight(server.address) >= n:
-                            return
-                    else:
-                        m = await engine.server_metrics_async()
-                        running = m.loc[m["metric"] == "vllm:num_requests_running",
-                                        "value"].sum()
-                        if running >= 1:  # vLLM CPU schedules only a few at a time
-                            return
-                    due = time.perf_counter() + pause_s  # a starved loop wakes later
-                    await asyncio.sleep(pause_s)
+        def ended() -> bool:
+            return any(ctl.peek(i) is not None for i in ids)
+
+        async def wait_frozen() -> None:
+            nonlocal running
+            await until(lambda: engine.router.in_flight(server.address) >= n or ended(),
+                        "every request sent to the frozen server", timeout=60)
+            running = await freeze_running_generations(engine, server.url, ended)
 
         try:
-            paused = await _pause_bump_continue(ctl, wait_trigger)
+            await _pause_bump_continue(ctl, wait_frozen)
         finally:  # the server is shared by the session: never leave it paused
             if engine.generation_paused:
                 await engine.continue_generation_async()
+            await resume(server.url)
         results = await ctl.wait_async(timeout=300)
         ledger = check_ledger(ids, results, ctl.traces())
         kinds = check_versions(results, ctl.sessions(), budget)
     assert ledger.statuses == {"accepted": n}
-    return RealTry(trigger, kinds, paused - due, ledger, time.perf_counter() - t0)
+    return RealTry(kinds, running, ledger, time.perf_counter() - t0)
 
 
 @pytest.mark.vllm_cpu
@@ -244,28 +235,19 @@ async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int,
 async def test_pause_bump_continue_real_vllm(vllm_cpu_server: VLLMCPUServer) -> None:
     """The same against the real vLLM CPU server in dev mode (``/pause?mode=abort``).
 
-    Nothing can hold the real server's generations at a known point, so the pause races
-    them: a try whose pause hit no running generation is repeated — earlier when some
-    generation had ended first, later when none had started. With ``stress-ng --cpu 2``
-    beside vLLM CPU on 2 cores the pause was seen to come 0.3-6.9 s after its trigger was
-    due, once after all 16 answers had ended; when every try missed with its pause more than
-    :data:`STARVED_S` after its trigger was due, the test skips with the measured delays
-    instead of failing.
+    Nothing holds the real server's generations at a known point, but a dev-mode freeze
+    stops them where they are: the pause lands while the server runs generations however
+    busy the machine (see :func:`_real_vllm_try`). A try is repeated only if no generation
+    held tokens of both versions.
     """
     n, budget = pick(16, 64), 900  # the tiny model is fast: long outputs keep it busy
     tries: list[RealTry] = []
-    trigger: Trigger = "running"
     for _ in range(3):
-        got = await _real_vllm_try(vllm_cpu_server, n, budget, trigger)
+        got = await _real_vllm_try(vllm_cpu_server, n, budget)
         tries.append(got)
         if got.kinds["mixed"] >= 1:  # the pause hit running generations
             break
-        trigger = "sent" if got.kinds["before"] else "running"
     else:
-        misses = "; ".join(map(str, tries))
-        if all(t.late_s > STARVED_S for t in tries):
-            pytest.skip(f"every try's pause came > {STARVED_S} s after its trigger was due "
-                        f"(a CPU-starved machine): {misses}")
-        pytest.fail(f"the pause never landed mid-generation: {misses}")
+        pytest.fail(f"the pause never landed mid-generation: {'; '.join(map(str, tries))}")
     _record("3. pause → version bump → continue (real vLLM CPU, dev mode)", n, budget,
             got.ledger, got.wall_s, got.kinds)
