@@ -32,8 +32,8 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
                                      ended: Callable[[], bool]) -> float:
     """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
     many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
-    ``0.0`` when ``ended()`` (the client's tasks all ended) before a pause found one: the
-    caller sends another wave.
+    ``0.0`` when ``ended()`` (the caller's test of its tasks being over) turned true before a
+    pause found one: the caller sends another wave, or says the machine starved it.
 
     ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
     count read from ``/metrics`` while paused stays true until the caller acts, however late a
