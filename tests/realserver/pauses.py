@@ -16,10 +16,8 @@ import aiohttp
 from rollout_kit import RolloutController
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.rl import RLConfig
+from rollout_kit.tracing import schema as S
 from tests.sim.helpers import until
-
-#: the task statuses that end one
-ENDED = ("accepted", "rejected", "failed", "cancelled")
 
 
 async def server_metric(engine: RemoteInfEngine, metric: str) -> float:
@@ -41,45 +39,50 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
     queued or in prefill), the server is resumed and paused again. A fixed sleep instead
     guesses: on a busy machine the batch may not have started, or may be over.
     """
-    async with _control(url) as http:
-        while True:
-            await _post(http, "/pause", mode="keep")
-            running = 0.0
-            try:
-                running = await server_metric(engine, "vllm:num_requests_running")
-            finally:
-                if running < 1:  # none frozen mid-generation (or the read failed): resume
-                    await _post(http, "/resume")
-            if running >= 1 or ended():
-                return running
-            await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
+    while True:
+        await pause_keep(url)
+        running = 0.0
+        try:
+            running = await server_metric(engine, "vllm:num_requests_running")
+        finally:
+            if running < 1:  # none frozen mid-generation (or the read failed): resume
+                await resume(url)
+        if running >= 1 or ended():
+            return running
+        await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
 
 
 async def pause_keep(url: str) -> None:
     """Freeze the real vLLM server at ``url`` (dev-mode ``/pause?mode=keep``): no request
     takes another step, and requests sent from now on queue there, until :func:`resume`."""
-    async with _control(url) as http:
-        await _post(http, "/pause", mode="keep")
+    await _post(url, "/pause", mode="keep")
 
 
 async def resume(url: str) -> None:
     """``POST /resume`` to the real vLLM server at ``url`` (a no-op on a running server)."""
-    async with _control(url) as http:
-        await _post(http, "/resume")
+    await _post(url, "/resume")
 
 
-def _control(url: str) -> aiohttp.ClientSession:
-    # a connection per request: a pooled one idle past the server's keep-alive (5 s, which
-    # one look can take on a loaded machine) may be closed just as a request goes out on it
-    return aiohttp.ClientSession(base_url=url, connector=aiohttp.TCPConnector(force_close=True))
-
-
-async def _post(http: aiohttp.ClientSession, path: str, **params: str) -> None:
-    async with http.post(path, params=params) as resp:
+async def _post(url: str, path: str, **params: str) -> None:
+    # a session, so a connection, per request: a pooled one idle past the server's keep-alive
+    # (5 s, which one look can take on a loaded machine) may be closed as a request goes out
+    async with aiohttp.ClientSession(base_url=url) as http, \
+            http.post(path, params=params) as resp:
         assert resp.status == 200, (path, resp.status, await resp.text())
 
 
-async def sglang_decoding(url: str) -> int:
+async def wait_sglang_decoding(url: str, ended: Callable[[], bool]) -> int:
+    """Poll the real SGLang server at ``url`` until it decodes a request, and return how many
+    it decodes; ``0`` when ``ended()`` (the caller's test of its tasks being over) turned true
+    first."""
+    while not ended():
+        if running := await _sglang_decoding(url):
+            return running
+        await asyncio.sleep(0.02)  # poll period: each look is a round trip to the scheduler
+    return 0
+
+
+async def _sglang_decoding(url: str) -> int:
     """How many requests the real SGLang server at ``url`` decodes now: its scheduler's own
     answer to ``GET /v1/loads`` (the ``sglang:num_running_reqs`` gauge of ``/metrics`` is set
     only every 40 decode steps, so it lags a short generation and outlives it)."""
@@ -103,4 +106,4 @@ async def rl_admissions(ctl: RolloutController, config: RLConfig, step: int) -> 
 def unfinished(ctl: RolloutController) -> int:
     """The controller's submitted tasks that have not ended (queued or running)."""
     stats = ctl.stats()
-    return int(stats["submitted"]) - sum(int(stats[key]) for key in ENDED)
+    return int(stats["submitted"]) - sum(int(stats[key]) for key in S.TERMINAL_STATUSES)

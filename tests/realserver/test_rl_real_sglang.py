@@ -19,7 +19,7 @@ from rollout_kit import EngineConfig, GenerationConfig, RolloutController, Singl
 from rollout_kit.rl import RLConfig, WeightsFromDisk, run_rl_async
 from rollout_kit.testing import SGLangCPUServer, fast_engine_config
 from rollout_kit.testing._sglang_cpu import sglang_model_dir
-from tests.realserver.pauses import rl_admissions, sglang_decoding, unfinished
+from tests.realserver.pauses import rl_admissions, unfinished, wait_sglang_decoding
 
 BUDGET = 24
 
@@ -48,8 +48,7 @@ async def test_rl_loop_updates_real_sglang_weights_from_disk(
         # takes them: partial rollouts): 24 tokens take seconds here, the pause comes within
         # milliseconds of that look
         await rl_admissions(ctl, config, step)
-        while unfinished(ctl) and not await sglang_decoding(sglang_cpu_server.url):
-            await asyncio.sleep(0.02)
+        await wait_sglang_decoding(sglang_cpu_server.url, lambda: not unfinished(ctl))
 
     config = RLConfig(steps=3, batch_size=2, max_staleness=1)
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=BUDGET, ignore_eos=True))

@@ -28,7 +28,7 @@ from rollout_kit import (
 )
 from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.testing import SGLangCPUServer, VLLMCPUServer
-from tests.realserver.pauses import freeze_running_generations, sglang_decoding
+from tests.realserver.pauses import freeze_running_generations, wait_sglang_decoding
 
 from .conftest import TOK, check_ledger, make_engine, pick, record
 
@@ -61,11 +61,7 @@ async def _running_now(engine: RemoteInfEngine, server: VLLMCPUServer | SGLangCP
     first."""
     if flavour == "vllm":
         return await freeze_running_generations(engine, server.url, ended)
-    running = 0.0
-    while running < 1 and not ended():
-        running = await sglang_decoding(server.url)
-        await asyncio.sleep(0.05)
-    return running
+    return await wait_sglang_decoding(server.url, ended)
 
 
 async def _sigkill_mid_run(server: VLLMCPUServer | SGLangCPUServer, flavour: str,
