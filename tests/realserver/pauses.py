@@ -9,7 +9,9 @@ loop's real-SGLang test waits the same way before its update cuts them.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -30,26 +32,50 @@ async def freeze_running_generations(engine: RemoteInfEngine, url: str,
                                      ended: Callable[[], bool]) -> float:
     """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
     many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
-    ``0.0`` when ``ended()`` (the caller's test of its tasks being over) turned true before a
-    pause found one: the caller sends another wave, or says the machine starved it.
+    ``0.0``, the server resumed, when ``ended()`` (the caller's test of its tasks being over)
+    turned true before a look found one: the caller sends another wave, or says the machine
+    starved it.
 
     ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
     count read from ``/metrics`` while paused stays true until the caller acts, however late a
-    loaded machine lets it act. Paused before any generation started (the requests still
-    queued or in prefill), the server is resumed and paused again. A fixed sleep instead
-    guesses: on a busy machine the batch may not have started, or may be over.
+    loaded machine lets it act. While none runs yet (the requests still queued), the server
+    is let run in the shortest steps it allows (:func:`_resume_and_freeze`): a resume and a
+    pause that the client sends apart let it run as long as the client sleeps, seen on a
+    loaded machine to be longer than a whole batch takes.
     """
-    while True:
-        await pause_keep(url)
-        running = 0.0
-        try:
-            running = await server_metric(engine, "vllm:num_requests_running")
-        finally:
-            if running < 1:  # none frozen mid-generation (or the read failed): resume
-                await resume(url)
-        if running >= 1 or ended():
+    await pause_keep(url)
+    try:
+        while (running := await server_metric(engine, "vllm:num_requests_running")) < 1:
+            if ended():
+                break
+            await _resume_and_freeze(url)
+        else:
             return running
-        await asyncio.sleep(0.02)  # poll period: the batch gets CPU between two pauses
+    except BaseException:
+        await resume(url)  # the server is shared: never leave it frozen
+        raise
+    await resume(url)
+    return 0.0
+
+
+async def _resume_and_freeze(url: str) -> None:
+    """Let the frozen vLLM server at ``url`` run for as short a while as the server itself
+    allows: ``POST /resume`` and ``POST /pause?mode=keep`` written in one go on one
+    connection, which uvicorn answers in order. The server runs from its handling of the
+    first to its handling of the second, however late this client wakes up next (aiohttp
+    sends one request at a time, so this writes HTTP/1.1 by hand; two bodiless requests)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(f"POST /resume HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n"
+                     f"POST /pause?mode=keep HTTP/1.1\r\nHost: {host}\r\n"
+                     "Content-Length: 0\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        answer = (await reader.read()).decode(errors="replace")  # to the server's close
+    finally:
+        writer.close()
+    assert re.findall(r"HTTP/1\.1 (\d{3}) ", answer) == ["200", "200"], answer
 
 
 async def pause_keep(url: str) -> None:

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.vllm_cpu
 def real(vllm_cpu_server: VLLMCPUServer) -> RealServer:
     """The shared CPU server as the checks see it."""
     return RealServer("vllm", vllm_cpu_server.address, vllm_cpu_server.vocab_size,
-                      vllm_cpu_server.max_model_len)
+                      vllm_cpu_server.max_model_len, dev_mode=True)
 
 
 async def test_token_ids_and_logprobs(real: RealServer) -> None:
