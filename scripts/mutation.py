@@ -29,6 +29,7 @@ mutant no test reaches ("no tests") as surviving.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -54,11 +55,12 @@ class Module:
 
 _TRACING = ("tracer", "live", "store", "frames", "scopes")
 # parts of tracing that are packages: every module of the package
-_TRACING_PACKAGES = {"store"}
+_TRACING_PACKAGES = {"store", "frames"}
 
 
 def _tracing_files(m: str) -> str:
-    # the implementation modules are private: tracing/_tracer.py, tracing/_store/*.py
+    # the implementation modules are private: tracing/_tracer.py, tracing/_store/*.py (a
+    # pattern as mutmut reads it, fnmatch's: ``*`` matches into sub-packages too)
     return (f"rollout_kit/tracing/_{m}/*.py" if m in _TRACING_PACKAGES
             else f"rollout_kit/tracing/_{m}.py")
 
@@ -199,7 +201,7 @@ def collect(work: Path, module: Module) -> dict[str, object]:
     per_file: dict[str, dict[str, int]] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         rel = meta.relative_to(work / "mutants").as_posix().removesuffix(".meta")
-        if not any(Path(rel).match(p) for p in module.files):
+        if not any(fnmatch.fnmatch(rel, p) for p in module.files):  # as mutmut matches
             continue
         data = json.loads(meta.read_text())
         fc = per_file.setdefault(rel, {"killed": 0, "total": 0})
