@@ -280,7 +280,7 @@ async def _abort_frozen(server: RealServer, engine: RemoteInfEngine, budget: int
     try:
         await until(lambda: engine.router.in_flight(server.address) >= 1 or task.done(),
                     "the request sent to the frozen server", timeout=60)
-        if not await freeze_running_generations(engine, url, task.done):
+        if not await freeze_running_generations(url, task.done):
             await task
             return _Try("finished between two of the server's steps", starved=True)
         await engine.pause_generation_async()  # aborts the frozen generation

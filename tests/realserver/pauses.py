@@ -14,38 +14,42 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from rollout_kit import RolloutController
-from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.rl import RLConfig
 from rollout_kit.tracing import schema as S
 from tests.sim.helpers import until
 
 
-async def server_metric(engine: RemoteInfEngine, metric: str) -> float:
-    """``metric`` summed over the engine's servers' ``/metrics``."""
-    m = await engine.server_metrics_async()
-    return float(m.loc[m["metric"] == metric, "value"].sum())
+async def vllm_running(url: str) -> float:
+    """``vllm:num_requests_running`` of the real vLLM server at ``url`` (its ``/metrics``)."""
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as resp:
+        resp.raise_for_status()
+        text = await resp.text()
+    return sum(s.value for family in text_string_to_metric_families(text)
+               for s in family.samples if s.name == "vllm:num_requests_running")
 
 
-async def freeze_running_generations(engine: RemoteInfEngine, url: str,
-                                     ended: Callable[[], bool]) -> float:
-    """Freeze the real vLLM server at ``url`` at a moment it runs generations, and return how
-    many it runs (``>= 1``); the caller ends them (a kill) or resumes them (``POST /resume``).
-    ``0.0``, the server resumed, when ``ended()`` (the caller's test of its tasks being over)
-    turned true before a look found one: the caller sends another wave, or says the machine
-    starved it.
+async def freeze_running_generations(url: str, ended: Callable[[], bool], *,
+                                     at_least: int = 1) -> float:
+    """Freeze the real vLLM server at ``url`` at a moment it runs ``at_least`` generations,
+    and return how many it runs; the caller ends them (a kill, ``/pause?mode=abort``) or
+    resumes them (``POST /resume``). ``0.0``, the server resumed, when ``ended()`` (the
+    caller's test of its requests being over) turned true before a look found them: the
+    caller sends another wave, or says the machine starved it.
 
     ``POST /pause?mode=keep`` (vLLM dev mode) holds every request where it is, so the running
     count read from ``/metrics`` while paused stays true until the caller acts, however late a
-    loaded machine lets it act. While none runs yet (the requests still queued), the server
+    loaded machine lets it act. While too few run (the requests still queued), the server
     is let run in the shortest steps it allows (:func:`_resume_and_freeze`): a resume and a
     pause that the client sends apart let it run as long as the client sleeps, seen on a
-    loaded machine to be longer than a whole batch takes.
+    loaded machine to be longer than a whole batch takes. Freeze the server
+    (:func:`pause_keep`) before the requests go out, and none runs ahead of the first look.
     """
     await pause_keep(url)
     try:
-        while (running := await server_metric(engine, "vllm:num_requests_running")) < 1:
+        while (running := await vllm_running(url)) < at_least:
             if ended():
                 break
             await _resume_and_freeze(url)

@@ -20,6 +20,7 @@ import aiohttp
 import pytest
 
 from rollout_kit.testing import VLLM_CPU_VERSION, VLLMCPUServer
+from tests.realserver.pauses import freeze_running_generations, pause_keep
 from tests.realserver.shapes import TOKEN_ID, shape
 
 pytestmark = pytest.mark.vllm_cpu
@@ -89,8 +90,7 @@ async def metric(http: aiohttp.ClientSession, name: str) -> float:
     return sum(values)
 
 
-async def stream_events(http: aiohttp.ClientSession, payload: dict[str, Any],
-                        first: asyncio.Event | None = None) -> list[Any]:
+async def stream_events(http: aiohttp.ClientSession, payload: dict[str, Any]) -> list[Any]:
     """POST a streaming completion; return the parsed ``data:`` events (``"[DONE]"`` as is)."""
     events: list[Any] = []
     async with http.post("/v1/completions", json=payload) as resp:
@@ -103,8 +103,6 @@ async def stream_events(http: aiohttp.ClientSession, payload: dict[str, Any],
             assert line.startswith("data: "), line
             data = line.removeprefix("data: ")
             events.append(data if data == "[DONE]" else json.loads(data))
-            if first is not None:
-                first.set()
     return events
 
 
@@ -224,37 +222,71 @@ async def test_error_shapes(http: aiohttp.ClientSession, case: str, body: dict[s
 Outcome = tuple[list[tuple[int, dict[str, Any]]], list[Any]]
 
 
-async def pause_during_batch(http: aiohttp.ClientSession) -> Outcome | None:
-    """Run two long plain requests and one stream, ``POST /pause?mode=abort`` once tokens flow.
+async def pause_during_batch(http: aiohttp.ClientSession, *, freeze: str | None = None,
+                             lead_s: float = 0.1) -> Outcome | None:
+    """Two long plain requests and one stream (distinct prompts), cut by
+    ``POST /pause?mode=abort`` while they generate. Returns the plain results and the stream's
+    events, or ``None`` when the try missed.
 
-    Returns the plain results and the stream's events, or ``None`` when some request reached
-    ``max_tokens`` before the pause took effect (a timing race on a busy 2-core machine: 1000
-    tokens take ~1.5 s, and the server was seen to stall its outputs for that long).
+    With ``freeze`` (a dev-mode vLLM server's URL) the server is frozen before they go out
+    and paused once it runs all three
+    (:func:`~tests.realserver.pauses.freeze_running_generations`): no race with the server.
+    Without it (a server with no ``mode=keep``, the simulator) the pause comes ``lead_s``
+    after they went out, and can miss: a request not yet admitted when the pause lands is
+    *held* until ``/resume`` instead of aborted; a pause that comes late finds the batch
+    finished; a stream whose first chunk was not yet written comes as one abort chunk
+    holding every token. vllm-cpu under load was also seen to drop a connection it aborted.
     """
     long = {"max_tokens": 1000, "ignore_eos": True, "return_token_ids": True}
+    if freeze:
+        await pause_keep(freeze)
     # Distinct prompts: with identical concurrent prompts, 0.32 on CPU was seen to hold back
     # stream chunks and /pause until the whole batch had finished.
-    plain = [asyncio.create_task(complete(http, prompt=[*PROMPT, i], **long)) for i in range(2)]
-    flowing = asyncio.Event()
-    streamed = asyncio.create_task(stream_events(
-        http, {"model": "tiny", "prompt": [*PROMPT, 9], "stream": True, **long}, flowing))
-    try:
-        await asyncio.wait_for(flowing.wait(), 60)
-    except TimeoutError:  # a starved server: nothing flowed, so there is nothing to cut short
-        await asyncio.gather(*plain, streamed, return_exceptions=True)
-        return None
-    await asyncio.sleep(0.1)
+    tasks: list[asyncio.Task[Any]] = [
+        asyncio.create_task(complete(http, prompt=[*PROMPT, i], **long)) for i in (1, 2)]
+    tasks.append(asyncio.create_task(stream_events(
+        http, {"model": "tiny", "prompt": [*PROMPT, 3], "stream": True, **long})))
+    if freeze:
+        if not await freeze_running_generations(freeze, lambda: any(t.done() for t in tasks),
+                                                at_least=len(tasks)):
+            await asyncio.gather(*tasks, return_exceptions=True)
+            return None
+    else:
+        await asyncio.sleep(lead_s)
     assert await control(http, "POST", "/pause", mode="abort") == (200, {"status": "paused"})
-    try:
-        results = await asyncio.wait_for(asyncio.gather(*plain), 60)
-        events = await asyncio.wait_for(streamed, 60)
-    except (aiohttp.ClientError, TimeoutError):  # seen under load: a dropped or stuck request
-        await asyncio.gather(*plain, streamed, return_exceptions=True)
+    _, pending = await asyncio.wait(tasks, timeout=5)
+    if pending:  # held, not aborted: let them finish
+        assert (await control(http, "POST", "/resume"))[0] == 200
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
         return None
-    finished = [body["choices"][0]["finish_reason"] for _, body in results if "choices" in body]
-    if "length" in finished or events[-2]["choices"][0]["finish_reason"] == "length":
+    if any(isinstance(t.exception(), aiohttp.ClientError) for t in tasks):
         return None
+    *results, events = [t.result() for t in tasks]
+    counts = [len(b["choices"][0]["token_ids"]) for _, b in results if "choices" in b]
+    counts.append(sum(len(e["choices"][0]["token_ids"]) for e in events[:-1]))
+    if not all(0 < n < 1000 for n in counts):
+        return None
+    if len(events) < 3:  # [abort chunk, DONE]: the server sent every token in its abort chunk
+        return None  # so there is no first chunk to compare
     return results, events
+
+
+async def abort_in_flight(http: aiohttp.ClientSession, freeze: str | None = None) -> Outcome:
+    """:func:`pause_during_batch` until a try cuts the batch (misses are a race on a busy
+    machine, not a failure), the leads varied when nothing freezes the server; leaves the
+    server paused. Skips, saying so, when no try did."""
+    give_up = time.monotonic() + 150  # within the test's timeout
+    leads = (0.1, 0.15, 0.06, 0.2, 0.3, 0.1, 0.15, 0.25)
+    for lead in leads:
+        outcome = await pause_during_batch(http, freeze=freeze, lead_s=lead)
+        if outcome is not None:
+            return outcome
+        assert (await control(http, "POST", "/resume"))[0] == 200
+        if time.monotonic() > give_up:
+            break
+    pytest.skip(f"no /pause?mode=abort cut the batch in flight in any try (load average "
+                f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores): the abort path was not "
+                "exercised, nothing was checked")
 
 
 async def control(http: aiohttp.ClientSession, method: str, path: str,
@@ -272,20 +304,11 @@ async def control(http: aiohttp.ClientSession, method: str, path: str,
     raise AssertionError("unreachable")
 
 
-async def test_pause_abort_holds_new_requests_until_resume(http: aiohttp.ClientSession) -> None:
+async def test_pause_abort_holds_new_requests_until_resume(
+        http: aiohttp.ClientSession, vllm_cpu_server: VLLMCPUServer) -> None:
     held: asyncio.Task[tuple[int, dict[str, Any]]] | None = None
     try:
-        give_up = time.monotonic() + 150  # within the test's timeout
-        for _ in range(8):  # a miss is a timing race on a busy machine, not a failure
-            outcome = await pause_during_batch(http)
-            if outcome is not None or time.monotonic() > give_up:
-                break
-            assert (await control(http, "POST", "/resume"))[0] == 200
-        if outcome is None:
-            pytest.skip(f"vllm-cpu answered /pause?mode=abort only after the batch had finished "
-                        f"in every try (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} "
-                        "cores): the abort path was not exercised, nothing was checked")
-        results, events = outcome
+        results, events = await abort_in_flight(http, vllm_cpu_server.url)
         for status, body in results:  # in-flight requests: HTTP 200 with their partial output
             assert status == 200, body
             [choice] = body["choices"]

@@ -215,7 +215,7 @@ async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int) -> RealTry:
             nonlocal running
             await until(lambda: engine.router.in_flight(server.address) >= n or ended(),
                         "every request sent to the frozen server", timeout=60)
-            running = await freeze_running_generations(engine, server.url, ended)
+            running = await freeze_running_generations(server.url, ended)
 
         try:
             await _pause_bump_continue(ctl, wait_frozen)

@@ -26,7 +26,6 @@ from rollout_kit import (
     SingleTurnWorkflow,
     Timeouts,
 )
-from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.testing import SGLangCPUServer, VLLMCPUServer
 from tests.realserver.pauses import freeze_running_generations, wait_sglang_decoding
 
@@ -53,14 +52,14 @@ async def test_sigkill_real_sglang_mid_run(sglang_cpu_server: SGLangCPUServer) -
 WAVES = 5
 
 
-async def _running_now(engine: RemoteInfEngine, server: VLLMCPUServer | SGLangCPUServer,
-                       flavour: str, ended: Callable[[], bool]) -> float:
+async def _running_now(server: VLLMCPUServer | SGLangCPUServer, flavour: str,
+                       ended: Callable[[], bool]) -> float:
     """How many generations the server runs once some are found running (vLLM: frozen there
     by a dev-mode pause, so a loaded machine's late kill still finds them, as 900 tokens
     take only ~5 s; SGLang decodes 900 tokens in minutes here), or 0.0 when ``ended()``
     first."""
     if flavour == "vllm":
-        return await freeze_running_generations(engine, server.url, ended)
+        return await freeze_running_generations(server.url, ended)
     return await wait_sglang_decoding(server.url, ended)
 
 
@@ -87,7 +86,7 @@ async def _sigkill_mid_run(server: VLLMCPUServer | SGLangCPUServer, flavour: str
                 ids = [ctl.submit({"input_ids": [3 + i, 5, 7]}, wf) for i in range(n)]
                 submitted += ids
                 ended = lambda ids=ids: all(ctl.peek(i) is not None for i in ids)  # noqa: E731
-                running = await _running_now(engine, server, flavour, ended)
+                running = await _running_now(server, flavour, ended)
                 if running >= 1:
                     break
                 results += await ctl.wait_async(timeout=60)
