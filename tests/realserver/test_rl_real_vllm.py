@@ -25,51 +25,61 @@ from rollout_kit import (
 )
 from rollout_kit.rl import RLConfig, SimulatedUpdate, run_rl_async
 from rollout_kit.testing import VLLMCPUServer
+from tests.realserver.pauses import (
+    freeze_running_generations,
+    pause_keep,
+    resume,
+    rl_admissions,
+    unfinished,
+)
 
 pytestmark = pytest.mark.vllm_cpu
 
-#: how long the trainer trains while rollouts are in flight, in generation times, per try
-LEADS = (1 / 9, 1 / 3, 1 / 27, 0.0)
+#: runs of the loop at most, until an update cuts a generation in flight
+TRIES = 3
 
 
 def reward(prompt, completion, prompt_ids, completion_ids, **_):
     return float(len(completion_ids))
 
 
-async def _run(server: VLLMCPUServer, budget: int, lead: float
-               ) -> tuple[RolloutController, Any, list[str]]:
+async def _run(server: VLLMCPUServer, budget: int) -> tuple[RolloutController, Any, list[int]]:
+    """Three steps of the loop; returns the controller, the run and the steps whose training
+    ended with next rollouts frozen on the server mid-generation."""
     cfg = EngineConfig(retry=RetryPolicy(max_retries=2, initial_delay=0.05, max_delay=0.5),
                        timeouts=Timeouts(request=60.0, total=120.0, setup=30.0),
                        pause_poll_interval=0.02)
     ctl = RolloutController(vllm=[server.address], engine_config=cfg, scrape_interval=None)
-    notes: list[str] = []
+    config = RLConfig(steps=3, batch_size=2, max_staleness=1)
+    frozen: list[int] = []
 
-    async def train(batch, step):
-        # rollouts in flight (admitted after the last update): train for ``lead`` of a
-        # generation's measured time, so the update that follows cuts them mid-way — on a
-        # busy machine generation is slower, and so is this step
-        if not ctl.stats()["running"]:
-            return
-        typical = float(ctl.traces().loc[[r.task_id for r in batch], "run_s"].median())
-        await asyncio.sleep(typical * lead)
-        if not ctl.stats()["running"]:
-            notes.append(f"step {step}: the rollouts ended within {typical * lead:.2f} s")
+    async def train(batch: Any, step: int) -> None:
+        # the next rollouts generate while the step trains; it ends once the server runs one
+        # of them, frozen there (dev-mode /pause?mode=keep, before they are sent), so the
+        # update that follows cuts it mid-way however late a loaded machine lets it come:
+        # a trainer that sleeps a share of a generation instead races the server
+        await pause_keep(server.url)
+        await rl_admissions(ctl, config, step)
+        if await freeze_running_generations(server.url, lambda: not unfinished(ctl)):
+            frozen.append(step)
 
     wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True))
-    async with ctl:
-        run = await asyncio.wait_for(run_rl_async(
-            ctl, itertools.cycle([{"prompt": "The quick brown fox"}]), wf,
-            RLConfig(steps=3, batch_size=2, max_staleness=1), train=train,
-            update=SimulatedUpdate(seconds=0.05)), 300)
-    return ctl, run, notes
+    try:
+        async with ctl:
+            run = await asyncio.wait_for(run_rl_async(
+                ctl, itertools.cycle([{"prompt": "The quick brown fox"}]), wf, config,
+                train=train, update=SimulatedUpdate(seconds=0.05)), 300)
+    finally:  # the server is shared by the session: never leave it frozen
+        await resume(server.url)
+    return ctl, run, frozen
 
 
 async def test_rl_loop_pauses_updates_and_resumes_a_real_vllm_server(
         vllm_cpu_server: VLLMCPUServer) -> None:
     budget = min(900, vllm_cpu_server.max_model_len - 32)
     tries = []
-    for lead in LEADS:  # the pause is a race with the server; see check_abort_continue
-        ctl, run, notes = await _run(vllm_cpu_server, budget, lead)
+    for _ in range(TRIES):
+        ctl, run, frozen = await _run(vllm_cpu_server, budget)
         tasks = ctl.traces()
         # every task accounted, the loop's steps all done, the versions advanced
         assert set(tasks["status"]) == {"accepted"} and not ctl.results.unfinished()
@@ -84,13 +94,12 @@ async def test_rl_loop_pauses_updates_and_resumes_a_real_vllm_server(
             events = ctl.tracer.frames().events
             assert set(partial.index) <= set(events["task_id"])  # resumed after /pause
             break
-        tries.append(f"lead {lead:.2f}: no partial rollout ({'; '.join(notes) or 'cut late'})")
-    else:
-        load = os.getloadavg()[0]
-        if load > 2 * (os.cpu_count() or 1):  # the machine, not the loop: say so, not pass
-            pytest.skip(f"no update cut a generation in flight on a CPU-starved machine (load "
-                        f"{load:.1f}): {tries}")
-        pytest.fail(f"the update never cut a generation in flight: {tries}")
+        # a generation frozen in flight and cut by the update must come back partial
+        assert not frozen, f"steps {frozen} froze rollouts in flight, none came back partial"
+        tries.append(run.steps[["step", "status"]].to_dict("records"))
+    else:  # the machine, not the loop: say so, do not pass
+        pytest.skip(f"every step's rollouts ended before the server could be frozen (a "
+                    f"CPU-starved client, load {os.getloadavg()[0]:.1f}): {tries}")
     # the server is not left paused: it generates again
     ctl2 = RolloutController(vllm=[vllm_cpu_server.address], scrape_interval=None)
     async with ctl2:
