@@ -1,4 +1,4 @@
-"""The bench environment that runs AReaL's own ``SessionTracer`` (issue 19).
+"""The bench environment that runs AReaL's own ``SessionTracer``.
 
 ``bench_tracer.py`` measures AReaL's ``areal.utils.perf_tracer`` at the PR-759 snapshot
 (commit ``42b9244ed`` of inclusionAI/AReaL) side by side with rollout_kit's ``Tracer``, each in

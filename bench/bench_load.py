@@ -1,5 +1,5 @@
-"""Open-loop load: ``rollout-kit load`` side by side with ``vllm bench serve`` (issue 16),
-aiperf 0.13 and guidellm 0.8.1 (issue 41; ``bench/peers.py``: their venvs and runs).
+"""Open-loop load: ``rollout-kit load`` side by side with ``vllm bench serve``,
+aiperf 0.13 and guidellm 0.8.1 (``bench/peers.py``: their venvs and runs).
 
 Both clients run in their own processes against the same ``rollout-kit sim --api vllm``
 process, with the same dataset (``random``, 64 input / 32 output tokens, ``--ignore-eos``),

@@ -12,7 +12,7 @@ same run measures:
    reward): throughput-based (wall / tasks with many in flight) and round trip (one at a
    time), against the in-process controller.
 
-Row 8 of issue 9 (target: 2 Ray workers ≥ 1.6× one in-process worker). Skipped with a note
+The Ray row (target: 2 Ray workers ≥ 1.6× one in-process worker). Skipped with a note
 when ``ray`` is not installed, and at ``--smoke`` size (Ray's start-up alone takes seconds).
 
 Usage::

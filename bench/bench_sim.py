@@ -1,4 +1,4 @@
-"""Benchmark the built-in simulator against a bare aiohttp handler (issue 9, row 7).
+"""Benchmark the built-in simulator against a bare aiohttp handler.
 
 1. Requests/s the simulator sustains in zero-latency mode versus a bare aiohttp handler that
    returns a fixed JSON body, same client (one shared aiohttp session, concurrency 64), each

@@ -1,10 +1,10 @@
 """Benchmark the tracer: per-session cost with and without a trace file, side by side with
-AReaL's ``SessionTracer`` (issue 19), bytes per finished session, DataFrame build time,
+AReaL's ``SessionTracer``, bytes per finished session, DataFrame build time,
 loading a trace back (JSONL, its Parquet form, ``pandas.read_json``).
 
 Run: ``.venv/bin/python bench/bench_tracer.py [--smoke|--quick|--full]``.
 
-The measured sequence per session is the one of issue 2: register_task + register_session +
+The measured sequence per session: register_task + register_session +
 two phases (generate, reward) + finalize. In this process it is timed with tracing on
 (records kept in memory), with a trace file (``Tracer(path=...)``, the final flush inside the
 timed window), with a disabled tracer, and for a naive baseline that appends one dict per
@@ -185,7 +185,7 @@ def _child(side: str, n: int, reps: int, out: Path) -> dict[str, Any]:
 
 def areal_rows(size: Size) -> list[Row]:
     """rollout_kit's ``Tracer(path=...)`` vs AReaL's ``SessionTracer``, both writing JSONL,
-    each side in its own subprocess, interleaved rounds (issue 19)."""
+    each side in its own subprocess, interleaved rounds."""
     n = {"smoke": 2_000, "quick": 20_000, "full": 50_000}[size]
     reps = {"smoke": 1, "quick": 3, "full": 3}[size]
     rounds = {"smoke": 1, "quick": 6, "full": 8}[size]
@@ -238,7 +238,7 @@ def areal_rows(size: Size) -> list[Row]:
 
 def rows(size: Size = "quick") -> list[Row]:
     """Rows 3 (µs per session), 4 (bytes per session), 5 (DataFrame build) and loading
-    (JSONL, Parquet — issue 18 — and ``pandas.read_json`` side by side)."""
+    (JSONL, Parquet and ``pandas.read_json`` side by side)."""
     n_call = {"smoke": 2_000, "quick": 50_000, "full": 200_000}[size]
     n_mem = {"smoke": 2_000, "quick": 100_000, "full": 100_000}[size]
     n_build = {"smoke": 4_000, "quick": 1_000_000, "full": 1_000_000}[size]
@@ -302,7 +302,7 @@ def rows(size: Size = "quick") -> list[Row]:
             build = timed(tr.frames, 3)
         finally:
             gc.unfreeze()
-        # the same records one per line (schema 1: what trace files held before issue 19,
+        # the same records one per line (schema 1: the older trace file layout,
         # and the input a generic JSONL reader such as pandas.read_json can make rows of)
         per_task = Path(tmp) / "per_task.jsonl"
         t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The other load tools of ``bench_load.py`` (issue 41): aiperf and guidellm, each in a
+"""The other load tools of ``bench_load.py``: aiperf and guidellm, each in a
 virtual environment of its own, their command lines and what their result files say.
 
 Where things are (nothing here names a path of one machine): ``$ROLLOUT_KIT_PEERS_CACHE``,

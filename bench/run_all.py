@@ -1,4 +1,4 @@
-"""Run every rollout_kit benchmark and print ONE Markdown table (issue 9).
+"""Run every rollout_kit benchmark and print ONE Markdown table.
 
 Each row is rollout_kit next to a baseline measured side by side in the same run
 (interleaved rounds, medians, min–max spread); ``ratio`` is always "higher is better for
@@ -47,7 +47,7 @@ PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 SUMMARY_MARKERS = ("<!-- bench:summary:begin -->", "<!-- bench:summary:end -->")
 TABLE_MARKERS = ("<!-- bench:table:begin -->", "<!-- bench:table:end -->")
 
-# name -> module; in table order (issue 9's rows 1..9 are spread over these).
+# name -> module; in table order
 BENCHES: dict[str, str] = {
     "controller": "bench_controller",  # rows 1 and 9
     "engines": "bench_engines",        # row 2
@@ -55,13 +55,13 @@ BENCHES: dict[str, str] = {
     "plots": "bench_plots",            # row 6
     "sim": "bench_sim",                # row 7
     "ray": "bench_ray",                # row 8
-    "load": "bench_load",              # issue 16: side by side with vllm bench serve, pacing
-    "task_cost": "bench_task_cost",    # issue 20: a task's own cost without a network
+    "load": "bench_load",              # side by side with vllm bench serve; pacing
+    "task_cost": "bench_task_cost",    # a task's own cost without a network
     "agents": "bench_agents",          # agents: chat calls, a tool-using agent, the endpoint
-    "conversations": "bench_conversations",  # issue 41: multi-turn load paced as offered
-    "server_state": "bench_server_state",    # issue 39: scraping cost, metric rows' size
+    "conversations": "bench_conversations",  # multi-turn load paced as offered
+    "server_state": "bench_server_state",    # scraping cost, metric rows' size
     "areal": "bench_areal_workflows",  # AReaL's own workflows through agenerate
-    "rl": "bench_rl",                  # issue 49: the RL loop's cost, async vs sync speedup
+    "rl": "bench_rl",                  # the RL loop's cost, async vs sync speedup
 }
 
 

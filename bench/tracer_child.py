@@ -1,4 +1,4 @@
-"""One side of the tracer side by side (issue 19), run as a subprocess of ``bench_tracer``.
+"""One side of the tracer side by side, run as a subprocess of ``bench_tracer``.
 
     python bench/tracer_child.py {areal,rollout_kit} --n N --reps R --dir DIR [--flush F]
 

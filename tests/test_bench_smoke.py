@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,21 @@ def test_only_selects_and_rejects_unknown(tmp_path: Path) -> None:
                           "--only", "nope"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode != 0 and "unknown benchmark" in bad.stderr
+
+
+def test_the_docs_name_every_benchmark() -> None:
+    """docs/performance.md's ``--only`` row and its sections name run_all's benchmarks, all."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import run_all
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    doc = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    [only] = [line for line in doc.splitlines() if line.startswith("| `--only A,B` |")]
+    assert re.findall(r"`(\w+)`", only.split("a subset of", 1)[1]) == list(run_all.BENCHES)
+    sections = re.findall(r"^### (.+)$", doc.split("## What each benchmark measures", 1)[1]
+                          .split("\n## ", 1)[0], re.M)
+    assert [s.replace(" ", "_") for s in sections] == list(run_all.BENCHES)
 
 
 def test_markdown_summary_and_no_remembered_baseline(tmp_path: Path) -> None:
