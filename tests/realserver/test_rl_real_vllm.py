@@ -43,6 +43,22 @@ def reward(prompt, completion, prompt_ids, completion_ids, **_):
     return float(len(completion_ids))
 
 
+class FreezingWorkflow(SingleTurnWorkflow):
+    """The loop's rollouts; one started after the first update freezes the server (dev-mode
+    ``/pause?mode=keep``) before its request goes out, so it waits there unstarted until the
+    training step lets the server run a step at a time. Frozen any later, a loaded
+    machine lets the server finish it first (seen: 900 tokens before the freeze came)."""
+
+    def __init__(self, url: str, budget: int) -> None:
+        super().__init__(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True))
+        self.url = url
+
+    async def arun_episode(self, engine: Any, data: Any) -> Any:
+        if engine.get_version() >= 1:
+            await pause_keep(self.url)
+        return await super().arun_episode(engine, data)
+
+
 async def _run(server: VLLMCPUServer, budget: int) -> tuple[RolloutController, Any, list[int]]:
     """Three steps of the loop; returns the controller, the run and the steps whose training
     ended with next rollouts frozen on the server mid-generation."""
@@ -54,16 +70,15 @@ async def _run(server: VLLMCPUServer, budget: int) -> tuple[RolloutController, A
     frozen: list[int] = []
 
     async def train(batch: Any, step: int) -> None:
-        # the next rollouts generate while the step trains; it ends once the server runs one
-        # of them, frozen there (dev-mode /pause?mode=keep, before they are sent), so the
-        # update that follows cuts it mid-way however late a loaded machine lets it come:
-        # a trainer that sleeps a share of a generation instead races the server
-        await pause_keep(server.url)
+        # the next rollouts wait on the frozen server while the step trains; it ends once the
+        # server runs one of them, a step at a time, frozen there, so the update that follows
+        # cuts it mid-way however late a loaded machine lets it come: a trainer that sleeps
+        # a share of a generation instead races the server
         await rl_admissions(ctl, config, step)
         if await freeze_running_generations(server.url, lambda: not unfinished(ctl)):
             frozen.append(step)
 
-    wf = SingleTurnWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True))
+    wf = FreezingWorkflow(server.url, budget)
     try:
         async with ctl:
             run = await asyncio.wait_for(run_rl_async(
@@ -96,7 +111,8 @@ async def test_rl_loop_pauses_updates_and_resumes_a_real_vllm_server(
             break
         # a generation frozen in flight and cut by the update must come back partial
         assert not frozen, f"steps {frozen} froze rollouts in flight, none came back partial"
-        tries.append(run.steps[["step", "status"]].to_dict("records"))
+        tries.append(f"run {len(tries) + 1}: no step's training found its next rollouts "
+                     f"running ({len(samples)} samples, none partial)")
     else:  # the machine, not the loop: say so, do not pass
         pytest.skip(f"every step's rollouts ended before the server could be frozen (a "
                     f"CPU-starved client, load {os.getloadavg()[0]:.1f}): {tries}")
