@@ -22,13 +22,15 @@ from rollout_kit.tracing import schema as S
 from tests.sim.helpers import until
 
 
-async def vllm_running(url: str) -> float:
-    """``vllm:num_requests_running`` of the real vLLM server at ``url`` (its ``/metrics``)."""
+async def server_metric(url: str, name: str) -> float:
+    """The samples named ``name`` in the ``/metrics`` of the server at ``url``, summed."""
     async with aiohttp.ClientSession() as http, http.get(f"{url}/metrics") as resp:
         resp.raise_for_status()
         text = await resp.text()
-    return sum(s.value for family in text_string_to_metric_families(text)
-               for s in family.samples if s.name == "vllm:num_requests_running")
+    values = [s.value for family in text_string_to_metric_families(text)
+              for s in family.samples if s.name == name]
+    assert values, f"{name} not in /metrics"
+    return sum(values)
 
 
 async def freeze_running_generations(url: str, ended: Callable[[], bool], *,
@@ -49,15 +51,14 @@ async def freeze_running_generations(url: str, ended: Callable[[], bool], *,
     """
     await pause_keep(url)
     try:
-        while (running := await vllm_running(url)) < at_least:
-            if ended():
-                break
+        while (running := await server_metric(url, "vllm:num_requests_running")) < at_least \
+                and not ended():
             await _resume_and_freeze(url)
-        else:
-            return running
     except BaseException:
         await resume(url)  # the server is shared: never leave it frozen
         raise
+    if running >= at_least:
+        return running
     await resume(url)
     return 0.0
 

