@@ -37,7 +37,7 @@ from rollout_kit.engines import RemoteInfEngine, RemoteSGLangEngine, RemotevLLME
 from rollout_kit.otel import OtlpReceiver, join_server_spans
 from rollout_kit.replay import replay_async
 from rollout_kit.tracing import Tracer, load_dump
-from tests.realserver.pauses import freeze_running_generations, pause_keep, resume
+from tests.realserver.pauses import freeze_running_generations, freeze_server, thaw_server
 from tests.sim.helpers import until
 
 __all__ = [
@@ -274,7 +274,7 @@ async def _abort_frozen(server: RealServer, engine: RemoteInfEngine, budget: int
     while the client waits for CPU (:func:`~tests.realserver.pauses.freeze_running_generations`)."""
     engine.set_version(0)
     url = f"http://{server.address}"
-    await pause_keep(url)
+    await freeze_server(url)
     task = asyncio.create_task(engine.generate_async(ModelRequest(
         input_ids=server.ids(salt), gconfig=_gconfig(budget))))
     try:
@@ -286,7 +286,7 @@ async def _abort_frozen(server: RealServer, engine: RemoteInfEngine, budget: int
         await engine.pause_generation_async()  # aborts the frozen generation
         return await _bump_and_continue(engine, task, "frozen mid-generation", starved=False)
     finally:
-        await resume(url)  # the server is shared by the session: never leave it frozen
+        await thaw_server(url)  # the server is shared by the session: never leave it frozen
 
 
 async def _bump_and_continue(engine: RemoteInfEngine, task: asyncio.Task[ModelResponse],

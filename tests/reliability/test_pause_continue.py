@@ -26,7 +26,7 @@ from rollout_kit.engines import RemoteInfEngine
 from rollout_kit.sim import ApiName, serve
 from rollout_kit.sim._state import Emit, SimEngine, SimSequence
 from rollout_kit.testing import VLLMCPUServer
-from tests.realserver.pauses import freeze_running_generations, pause_keep, resume
+from tests.realserver.pauses import freeze_running_generations, freeze_server, thaw_server
 from tests.sim.helpers import until
 
 from .conftest import TOK, Ledger, check_ledger, make_engine, pick, record
@@ -205,7 +205,7 @@ async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int) -> RealTry:
                            model=server.model) as engine, \
             RolloutController(engine,
                               executor_config=ExecutorConfig(max_concurrent_rollouts=n)) as ctl:
-        await pause_keep(server.url)
+        await freeze_server(server.url)
         ids = [ctl.submit({"input_ids": [5 + i % 50, 7, 9, 11]}, wf) for i in range(n)]
 
         def ended() -> bool:
@@ -222,7 +222,7 @@ async def _real_vllm_try(server: VLLMCPUServer, n: int, budget: int) -> RealTry:
         finally:  # the server is shared by the session: never leave it paused
             if engine.generation_paused:
                 await engine.continue_generation_async()
-            await resume(server.url)
+            await thaw_server(server.url)
         results = await ctl.wait_async(timeout=300)
         ledger = check_ledger(ids, results, ctl.traces())
         kinds = check_versions(results, ctl.sessions(), budget)
