@@ -10,23 +10,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests._scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 ROW_KEYS = {"bench", "metric", "ours", "baseline", "baseline_name", "ratio", "target", "met",
             "spread", "note", "extra"}
-
-
-def _run_all() -> ModuleType:
-    """``bench/run_all.py`` as a module (``bench/`` is not a package)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import run_all
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
-    return run_all
 
 
 def test_run_all_smoke_writes_well_formed_json(tmp_path: Path) -> None:
@@ -105,7 +96,7 @@ def test_only_selects_and_rejects_unknown(tmp_path: Path) -> None:
 
 def test_the_docs_name_every_benchmark() -> None:
     """docs/performance.md's ``--only`` row and its sections name run_all's benchmarks, all."""
-    run_all = _run_all()
+    run_all = load_script("bench/run_all.py")
     doc = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     [only] = [line for line in doc.splitlines() if line.startswith("| `--only A,B` |")]
     assert re.findall(r"`(\w+)`", only.split("a subset of", 1)[1]) == list(run_all.BENCHES)
@@ -135,7 +126,7 @@ def test_markdown_summary_and_no_remembered_baseline(tmp_path: Path) -> None:
 
 
 def test_write_block_replaces_between_markers(tmp_path: Path) -> None:
-    run_all = _run_all()
+    run_all = load_script("bench/run_all.py")
     doc = tmp_path / "README.md"
     doc.write_text("# x\n\n<!-- bench:summary:begin -->\nold\n<!-- bench:summary:end -->\ntail\n")
     run_all.write_block(doc, run_all.SUMMARY_MARKERS, "| new |\n")
@@ -149,11 +140,7 @@ def test_write_block_replaces_between_markers(tmp_path: Path) -> None:
 
 def test_a_peer_that_is_not_installed_says_why(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import peers
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    peers = load_script("bench/peers.py")
     monkeypatch.setenv("ROLLOUT_KIT_PEERS_CACHE", str(tmp_path))
     why = peers.ensure("guidellm", install=False)
     assert why is not None and why.startswith("guidellm==0.8.1 is not installed")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import ast
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests._public import public_modules
+from tests._scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -92,11 +92,7 @@ def test_the_checks_leave_ordinary_text_alone(text: str) -> None:
 
 
 def test_the_bench_runner_writes_no_time_load_or_output_path() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    try:
-        import run_all
-    finally:
-        sys.path.remove(str(ROOT / "bench"))
+    run_all = load_script("bench/run_all.py")
     result = {"machine": {"cores": 2, "cpu": "AMD EPYC", "ram_gib": 23.5, "python": "3.11.7",
                           "platform": "Linux-6.1-x86_64", "os": "Linux x86_64",
                           "loadavg": [0.37, 0.12, 0.04], "time": "2026-12-04 05:10:04 UTC"},

@@ -7,31 +7,17 @@ nothing, and the docs' score table a row of a module the script no longer has.
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests._scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_mutation_script",
-                                                  ROOT / "scripts" / "mutation.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
-
-
-MODULES = _script().MODULES
+MODULES = load_script("scripts/mutation.py").MODULES
 SOURCES = [p.relative_to(ROOT).as_posix() for p in (ROOT / "rollout_kit").rglob("*.py")]
 
 
