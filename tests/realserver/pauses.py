@@ -162,7 +162,7 @@ async def wait_sglang_decoding(url: str, ended: Callable[[], bool]) -> float:
     return 0.0
 
 
-async def rl_admissions(ctl: RolloutController, config: RLConfig, step: int) -> None:
+async def _rl_admissions(ctl: RolloutController, config: RLConfig, step: int) -> None:
     """Wait until the RL loop's feeder has submitted every rollout AReaL's formula admits
     while ``step`` trains (``(max_staleness + version + 1) * batch_size``, capped by what the
     steps need). Looking earlier races the feeder, a task of its own: on a busy machine the
@@ -173,7 +173,7 @@ async def rl_admissions(ctl: RolloutController, config: RLConfig, step: int) -> 
                 timeout=60)
 
 
-def unfinished(ctl: RolloutController) -> int:
+def _unfinished(ctl: RolloutController) -> int:
     """The controller's submitted tasks that have not ended (queued or running)."""
     stats = ctl.stats()
     return int(stats["submitted"]) - sum(int(stats[key]) for key in S.TERMINAL_STATUSES)
@@ -210,10 +210,10 @@ async def freeze_for_update(ctl: RolloutController, config: RLConfig, step: int,
     lets it come; ``0.0`` at other steps, or when they ended before a look found them. Only
     one step freezes: a cut rollout's continuation would wait on a server frozen by the
     rollouts the next step admits, and hold back the batch that step needs."""
-    await rl_admissions(ctl, config, step)
+    await _rl_admissions(ctl, config, step)
     if step != FREEZE_AT:
         return 0.0
-    running = await freeze_running_generations(url, lambda: not unfinished(ctl), server=server)
+    running = await freeze_running_generations(url, lambda: not _unfinished(ctl), server=server)
     if running and server.before_abort is not None:
         await _post(url, *server.before_abort)
     return running
